@@ -1,0 +1,62 @@
+// engine/memory.h — raw memory per device: a backend interface and Storage.
+//
+// The engine knows how to allocate CPU memory (a caching allocator, so the
+// training loop does not page-fault fresh buffers every step). Other device
+// types register a MemoryBackend (cuda/ registers one for CUDA). Storage is
+// the RAII owner of one allocation; tensors share it through shared_ptr.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "engine/device.h"
+
+namespace ember {
+
+struct MemoryBackend {
+  virtual ~MemoryBackend() = default;
+  virtual void* allocate(size_t nbytes, int device_index) = 0;
+  virtual void deallocate(void* ptr, size_t nbytes, int device_index) = 0;
+  // Copies between this backend's device and the host, or within the device.
+  virtual void copy_to_host(void* dst, const void* src, size_t nbytes, int device_index) = 0;
+  virtual void copy_from_host(void* dst, const void* src, size_t nbytes, int device_index) = 0;
+  virtual void copy_on_device(void* dst, const void* src, size_t nbytes, int device_index) = 0;
+  virtual void set_zero(void* dst, size_t nbytes, int device_index) = 0;
+  virtual void synchronize(int device_index) = 0;
+};
+
+// Registers the backend for a device type (the CPU one is built in).
+void register_memory_backend(DeviceType type, MemoryBackend* backend);
+MemoryBackend& memory_backend(DeviceType type);  // errors if none registered
+bool has_memory_backend(DeviceType type);
+
+// Copies nbytes between any two devices (through the host when needed).
+void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes);
+
+// Statistics of the CPU caching allocator.
+struct HostAllocatorStats {
+  size_t bytes_in_use = 0;
+  size_t peak_bytes_in_use = 0;
+  size_t bytes_cached = 0;  // freed but kept for reuse
+};
+HostAllocatorStats host_allocator_stats();
+void host_allocator_release_cache();  // gives cached blocks back to the OS
+
+class Storage {
+ public:
+  Storage(size_t nbytes, Device device);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t nbytes_ = 0;
+  Device device_;
+};
+
+}  // namespace ember

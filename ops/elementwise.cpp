@@ -1,0 +1,76 @@
+// ops/elementwise.cpp — add, scale, sum, cast and relu with their gradients.
+#include "ops/op_helpers.h"
+#include "ops/ops.h"
+
+namespace ember::ops {
+using namespace detail;
+
+// y = a + b;  ga = gy, gb = gy
+Tensor add(const Tensor& a, const Tensor& b) {
+  require_float(a, "add", "a");
+  require_like(b, a, "add", "b");
+  EMBER_CHECK(a.shape() == b.shape(), "add: shapes differ: ", a.shape().str(), " and ", b.shape().str());
+  Tensor y = Tensor::empty(a.shape(), a.dtype(), a.device());
+  auto [k, s] = launch_on(a);
+  k.add(a.dtype(), a.raw_data(), b.raw_data(), y.raw_data(), a.numel(), s);
+  if (!should_record({&a, &b})) return y;
+  return record_op("add", y, {&a, &b}, [](const Tensor& gy, GradMask) { return std::vector<Tensor>{gy, gy}; });
+}
+
+// y = alpha x;  gx = alpha gy
+Tensor scale(const Tensor& x, double alpha) {
+  require_float(x, "scale", "input");
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  auto [k, s] = launch_on(x);
+  k.axpby(x.dtype(), alpha, x.raw_data(), 0.0, y.raw_data(), x.numel(), s);
+  if (!should_record({&x})) return y;
+  return record_op("scale", y, {&x}, [alpha](const Tensor& gy, GradMask) {
+    return std::vector<Tensor>{scale(gy, alpha)};
+  });
+}
+
+// y = sum x;  gx = gy broadcast to x's shape
+Tensor sum(const Tensor& x) {
+  require_float(x, "sum", "input");
+  Tensor y = Tensor::empty({1}, x.dtype(), x.device());
+  auto [k, s] = launch_on(x);
+  k.sum(x.dtype(), x.raw_data(), y.raw_data(), x.numel(), s);
+  if (!should_record({&x})) return y;
+  const Shape shape = x.shape();
+  return record_op("sum", y, {&x}, [shape](const Tensor& gy, GradMask) {
+    // gy is a one-element device tensor: broadcast it through the host.
+    return std::vector<Tensor>{Tensor::full(shape, gy.item(), gy.dtype(), gy.device())};
+  });
+}
+
+// y = (dtype) x;  gx = (x.dtype) gy
+Tensor cast(const Tensor& x, DType dtype) {
+  require_defined(x, "cast", "input");
+  EMBER_CHECK(is_floating(x.dtype()) && is_floating(dtype), "cast: only between floating types, got ",
+              dtype_name(x.dtype()), " -> ", dtype_name(dtype));
+  if (x.dtype() == dtype) return x;
+  Tensor y = Tensor::empty(x.shape(), dtype, x.device());
+  auto [k, s] = launch_on(x);
+  k.cast(x.dtype(), x.raw_data(), dtype, y.raw_data(), x.numel(), s);
+  if (!should_record({&x})) return y;
+  const DType back = x.dtype();
+  return record_op("cast", y, {&x}, [back](const Tensor& gy, GradMask) { return std::vector<Tensor>{cast(gy, back)}; });
+}
+
+// y = max(x, 0);  gx = y > 0 ? gy : 0
+Tensor relu(const Tensor& x) {
+  require_float(x, "relu", "input");
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  auto [k, s] = launch_on(x);
+  k.relu_forward(x.dtype(), x.raw_data(), y.raw_data(), x.numel(), s);
+  if (!should_record({&x})) return y;
+  Tensor saved = y.detach();
+  return record_op("relu", y, {&x}, [saved](const Tensor& gy, GradMask) {
+    Tensor gx = Tensor::empty(saved.shape(), saved.dtype(), saved.device());
+    auto [k2, s2] = launch_on(saved);
+    k2.relu_backward(saved.dtype(), saved.raw_data(), gy.raw_data(), gx.raw_data(), saved.numel(), s2);
+    return std::vector<Tensor>{gx};
+  });
+}
+
+}  // namespace ember::ops

@@ -1,0 +1,231 @@
+// ops/kernels.h — the one list of compute kernels a backend provides.
+//
+// Every kernel the engine runs is a member of `Kernels`: a plain function
+// taking raw pointers, sizes and a stream. ops/cpu fills one table, cuda/
+// fills another (and cuda/sim runs that same table's source on the CPU), and
+// the differentiable ops in ops/*.cpp only ever call through a table picked
+// by the tensor's device (kernels_for). Tests walk the list with
+// EMBER_FOR_EACH_KERNEL to check every kernel on every backend.
+//
+// Conventions for all kernels:
+// - `dt` is the element type of the activations/data pointers (f32 or f64 in
+//   this version; f16 later). Parameters and statistics of batch norm and
+//   the loss are f64 when dt is f64, and f32 otherwise.
+// - Tensors are dense and row-major; shapes are given in the comments.
+// - Pointers live on the backend's device; `stream` is a cudaStream_t on
+//   CUDA and ignored on the CPU. Kernels never allocate user-visible memory.
+// - Output buffers are overwritten unless the comment says "accumulates".
+// - A kernel given a dtype it does not support throws ember::Error (host
+//   side; nothing is thrown from device code).
+#pragma once
+#include <cstdint>
+
+#include "engine/device.h"
+#include "engine/dtype.h"
+
+namespace ember {
+
+using Stream = void*;
+
+// Geometry of a 2-D convolution (groups = 1, dilation = 1).
+//   x: [N, C, H, W]   w: [K, C, R, S]   y: [N, K, P, Q]
+struct Conv2dGeometry {
+  int64_t N = 0, C = 0, H = 0, W = 0;
+  int64_t K = 0, R = 0, S = 0;
+  int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
+  int64_t P = 0, Q = 0;
+  int64_t col_rows() const { return C * R * S; }  // im2col matrix: [C*R*S, P*Q]
+  int64_t col_cols() const { return P * Q; }
+};
+// Fills P and Q from the rest; errors when the output would be empty.
+Conv2dGeometry make_conv2d_geometry(int64_t N, int64_t C, int64_t H, int64_t W, int64_t K, int64_t R, int64_t S,
+                                    int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w);
+
+// Geometry of 2-D max pooling (padding counts as -inf).
+//   x: [N, C, H, W]   y: [N, C, P, Q]
+struct Pool2dGeometry {
+  int64_t N = 0, C = 0, H = 0, W = 0;
+  int64_t R = 0, S = 0;
+  int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
+  int64_t P = 0, Q = 0;
+};
+Pool2dGeometry make_pool2d_geometry(int64_t N, int64_t C, int64_t H, int64_t W, int64_t R, int64_t S,
+                                    int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w);
+
+// Per-channel normalisation of uint8 images (at most 8 channels).
+struct ChannelNorm {
+  int channels = 0;
+  float mean[8] = {};     // in units of the [0, 1] scaled pixel
+  float inv_std[8] = {};
+};
+
+// SGD hyper-parameters of one update.
+struct SgdParams {
+  double lr = 0.1, momentum = 0.9, weight_decay = 0.0;
+  bool nesterov = false;
+  bool first_step = false;  // momentum buffer is initialised to the gradient
+  double grad_scale = 1.0;  // gradients are multiplied by this first (1 / loss scale)
+};
+
+struct Kernels {
+  const char* name;  // "cpu", "cuda", "cuda-sim"
+
+  // ---------------------------------------------------------------- memory
+  // y[i] = value                                              y: [n]
+  void (*fill)(DType dt, void* y, int64_t n, double value, Stream stream);
+  // y[i] = (dst_dt) x[i]; any float type to any float type   x, y: [n]
+  void (*cast)(DType src_dt, const void* x, DType dst_dt, void* y, int64_t n, Stream stream);
+
+  // ----------------------------------------------------------- elementwise
+  // y = a + b                                                 a, b, y: [n]
+  void (*add)(DType dt, const void* a, const void* b, void* y, int64_t n, Stream stream);
+  // y = alpha * x + beta * y (beta == 0 ignores y's old value) x, y: [n]
+  void (*axpby)(DType dt, double alpha, const void* x, double beta, void* y, int64_t n, Stream stream);
+  // y = max(x, 0)                                             x, y: [n]
+  void (*relu_forward)(DType dt, const void* x, void* y, int64_t n, Stream stream);
+  // gx = y > 0 ? gy : 0  (y is relu's output)                 y, gy, gx: [n]
+  void (*relu_backward)(DType dt, const void* y, const void* gy, void* gx, int64_t n, Stream stream);
+
+  // ------------------------------------------------ per-channel broadcasts
+  // y[o, c, i] += b[c]                         y: [outer, channels, inner]  b: [channels]
+  void (*bias_add)(DType dt, void* y, const void* b, int64_t outer, int64_t channels, int64_t inner,
+                   Stream stream);
+  // gb[c] = sum over o, i of gy[o, c, i]      gy: [outer, channels, inner] gb: [channels]
+  void (*bias_backward)(DType dt, const void* gy, void* gb, int64_t outer, int64_t channels, int64_t inner,
+                        Stream stream);
+
+  // ------------------------------------------------------------ reductions
+  // y[0] = sum of x                                           x: [n]  y: [1]
+  void (*sum)(DType dt, const void* x, void* y, int64_t n, Stream stream);
+  // idx[r] = first index of the largest x[r, :]               x: [rows, cols]  idx: i64 [rows]
+  void (*argmax_rows)(DType dt, const void* x, int64_t* idx, int64_t rows, int64_t cols, Stream stream);
+
+  // ---------------------------------------------------------------- matmul
+  // C = alpha * op(A) * op(B) + beta * C, row-major; op(A): [M, K], op(B): [K, N], C: [M, N].
+  // A is stored [M, K] (lda >= K), or [K, M] when trans_a (lda >= M); likewise B.
+  void (*gemm)(DType dt, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
+               const void* A, int64_t lda, const void* B, int64_t ldb, double beta, void* C, int64_t ldc,
+               Stream stream);
+
+  // ----------------------------------------------------------- convolution
+  // One image to columns: col[(c*R + r)*S + s, p*Q + q] = x[c, p*sh - ph + r, q*sw - pw + s] (0 outside)
+  //   x: [C, H, W]   col: [C*R*S, P*Q]
+  void (*im2col)(DType dt, const Conv2dGeometry& g, const void* x, void* col, Stream stream);
+  // The adjoint of im2col: x = sum of the columns back at their positions (overwrites x).
+  //   col: [C*R*S, P*Q]   x: [C, H, W]
+  void (*col2im)(DType dt, const Conv2dGeometry& g, const void* col, void* x, Stream stream);
+  // y = conv(x, w)                          x: [N, C, H, W]  w: [K, C, R, S]  y: [N, K, P, Q]
+  void (*conv2d_forward)(DType dt, const Conv2dGeometry& g, const void* x, const void* w, void* y,
+                         Stream stream);
+  // gx = conv_transpose(gy, w)              gy: [N, K, P, Q]  w: [K, C, R, S]  gx: [N, C, H, W]
+  void (*conv2d_backward_data)(DType dt, const Conv2dGeometry& g, const void* gy, const void* w, void* gx,
+                               Stream stream);
+  // gw = sum over n of gy[n] (x) im2col(x[n])   x: [N, C, H, W]  gy: [N, K, P, Q]  gw: [K, C, R, S]
+  void (*conv2d_backward_filter)(DType dt, const Conv2dGeometry& g, const void* x, const void* gy, void* gw,
+                                 Stream stream);
+
+  // ------------------------------------------------------------ batch norm
+  // Training: batch statistics over (N, HW) per channel, biased variance for
+  // normalising, unbiased variance into the running average:
+  //   running = (1 - momentum) * running + momentum * batch
+  // save_mean/save_invstd ([C]) are what backward needs.
+  //   x, y: [N, C, HW]   gamma, beta, running_mean, running_var, save_mean, save_invstd: [C]
+  void (*batch_norm_forward_train)(DType dt, const void* x, const void* gamma, const void* beta, void* y,
+                                   void* save_mean, void* save_invstd, void* running_mean, void* running_var,
+                                   int64_t N, int64_t C, int64_t HW, double momentum, double eps,
+                                   Stream stream);
+  // Inference: y = (x - running_mean) / sqrt(running_var + eps) * gamma + beta
+  void (*batch_norm_forward_eval)(DType dt, const void* x, const void* gamma, const void* beta,
+                                  const void* running_mean, const void* running_var, void* y, int64_t N,
+                                  int64_t C, int64_t HW, double eps, Stream stream);
+  // Gradients of the training forward (statistics depend on x):
+  //   gx: [N, C, HW]   ggamma, gbeta: [C]
+  void (*batch_norm_backward_train)(DType dt, const void* x, const void* gy, const void* gamma,
+                                    const void* save_mean, const void* save_invstd, void* gx, void* ggamma,
+                                    void* gbeta, int64_t N, int64_t C, int64_t HW, Stream stream);
+  // Gradients of the inference forward (statistics are constants), for
+  // fine-tuning with frozen statistics.
+  void (*batch_norm_backward_eval)(DType dt, const void* x, const void* gy, const void* gamma,
+                                   const void* running_mean, const void* running_var, void* gx, void* ggamma,
+                                   void* gbeta, int64_t N, int64_t C, int64_t HW, double eps, Stream stream);
+
+  // --------------------------------------------------------------- pooling
+  // y = max over each window; argmax = index h*W + w of the max in its input plane.
+  //   x: [N, C, H, W]   y, argmax (i32): [N, C, P, Q]
+  void (*max_pool2d_forward)(DType dt, const Pool2dGeometry& g, const void* x, void* y, int32_t* argmax,
+                             Stream stream);
+  // gx = scatter-add of gy to the argmax positions (overwrites gx).
+  void (*max_pool2d_backward)(DType dt, const Pool2dGeometry& g, const void* gy, const int32_t* argmax,
+                              void* gx, Stream stream);
+  // Adaptive average pooling, PyTorch's bins: rows [floor(i*H/OH), ceil((i+1)*H/OH)).
+  //   x: [planes, H, W]   y: [planes, OH, OW]
+  void (*adaptive_avg_pool2d_forward)(DType dt, const void* x, void* y, int64_t planes, int64_t H, int64_t W,
+                                      int64_t OH, int64_t OW, Stream stream);
+  // gx = the adjoint (overwrites gx).   gy: [planes, OH, OW]   gx: [planes, H, W]
+  void (*adaptive_avg_pool2d_backward)(DType dt, const void* gy, void* gx, int64_t planes, int64_t H, int64_t W,
+                                       int64_t OH, int64_t OW, Stream stream);
+
+  // ------------------------------------------------------------------ loss
+  // Softmax cross-entropy with label smoothing s: the target of row n is
+  // (1 - s) * onehot(label[n]) + s / classes.
+  //   logits, probs: [N, classes]   labels: i64 [N]   losses: [N]
+  // Labels outside [0, classes) are an error (CPU throws naming the row).
+  void (*softmax_cross_entropy_forward)(DType dt, const void* logits, const int64_t* labels, void* losses,
+                                        void* probs, int64_t N, int64_t classes, double smoothing,
+                                        Stream stream);
+  // glogits = grad_loss[0] * scale * (probs - target)
+  //   grad_loss: [1] (on the device)   glogits: [N, classes]
+  void (*softmax_cross_entropy_backward)(DType dt, const void* probs, const int64_t* labels,
+                                         const void* grad_loss, double scale, void* glogits, int64_t N,
+                                         int64_t classes, double smoothing, Stream stream);
+
+  // ----------------------------------------------------------------- input
+  // y[n, c, i] = (x[n, c, i] / 255 - mean[c]) * inv_std[c]   x: u8 [N, C, HW]   y: [N, C, HW]
+  void (*normalize_u8)(DType dt, const uint8_t* x, void* y, int64_t N, int64_t HW, const ChannelNorm& norm,
+                       Stream stream);
+
+  // ------------------------------------------------------------- optimizer
+  // One SGD step (PyTorch's formula):  g' = grad_scale * g + wd * w;
+  //   buf = first_step ? g' : momentum * buf + g';
+  //   w -= lr * (nesterov ? g' + momentum * buf : buf)
+  //   w, g, buf: [n]   (momentum == 0 leaves buf untouched and steps by g')
+  void (*sgd_update)(DType dt, void* w, const void* g, void* momentum_buf, int64_t n, const SgdParams& p,
+                     Stream stream);
+
+  // ---------------------------------------------------------------- random
+  // Element i takes Philox (seed, block offset + i/4, stream 0), word i%4:
+  //   y = lo + (hi - lo) * u,  u in [0, 1)                  y: [n]
+  void (*random_uniform)(DType dt, void* y, int64_t n, uint64_t seed, uint64_t offset, double lo, double hi,
+                         Stream stream);
+  // Elements 2j, 2j+1 take block offset + j: Box-Muller of words 0 and 1.
+  //   y = mean + std * z                                     y: [n]
+  void (*random_normal)(DType dt, void* y, int64_t n, uint64_t seed, uint64_t offset, double mean, double std,
+                        Stream stream);
+};
+
+// The list of every member above, for tests that must cover all of them.
+#define EMBER_FOR_EACH_KERNEL(X)                                                                            \
+  X(fill) X(cast) X(add) X(axpby) X(relu_forward) X(relu_backward) X(bias_add) X(bias_backward) X(sum)    \
+  X(argmax_rows) X(gemm) X(im2col) X(col2im) X(conv2d_forward) X(conv2d_backward_data)                   \
+  X(conv2d_backward_filter) X(batch_norm_forward_train) X(batch_norm_forward_eval)                        \
+  X(batch_norm_backward_train) X(batch_norm_backward_eval) X(max_pool2d_forward) X(max_pool2d_backward)   \
+  X(adaptive_avg_pool2d_forward) X(adaptive_avg_pool2d_backward) X(softmax_cross_entropy_forward)         \
+  X(softmax_cross_entropy_backward) X(normalize_u8) X(sgd_update) X(random_uniform) X(random_normal)
+
+#define EMBER_COUNT_KERNEL_(name) +1
+constexpr int kNumKernels = 0 EMBER_FOR_EACH_KERNEL(EMBER_COUNT_KERNEL_);
+static_assert(sizeof(Kernels) == sizeof(const char*) + kNumKernels * sizeof(void (*)()),
+              "EMBER_FOR_EACH_KERNEL must list every member of Kernels");
+
+// The CPU table (ops/cpu), always present.
+const Kernels& cpu_kernels();
+// Registers the table for a device type (cuda/ does this for CUDA).
+void register_kernels(DeviceType type, const Kernels* table);
+// The table for a device; errors if that device type has none.
+const Kernels& kernels_for(Device device);
+// The stream kernels on a device are issued to (nullptr on the CPU); a
+// backend registers how to find its current stream.
+void register_stream_getter(DeviceType type, Stream (*getter)(int device_index));
+Stream stream_for(Device device);
+
+}  // namespace ember

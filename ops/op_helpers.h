@@ -1,0 +1,58 @@
+// ops/op_helpers.h — input checks and kernel lookup shared by the op files.
+// Internal to ops/: every check produces a one-line message naming the op.
+#pragma once
+#include "engine/tensor.h"
+#include "ops/kernels.h"
+
+namespace ember::ops::detail {
+
+inline void require_defined(const Tensor& t, const char* op, const char* what) {
+  EMBER_CHECK(t.defined(), op, ": ", what, " is undefined");
+}
+
+inline void require_float(const Tensor& t, const char* op, const char* what) {
+  require_defined(t, op, what);
+  EMBER_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::f64, op, ": ", what, " must be f32 or f64, got ",
+              t.str());
+}
+
+inline void require_ndim(const Tensor& t, int ndim, const char* op, const char* what) {
+  EMBER_CHECK(t.ndim() == ndim, op, ": ", what, " must have ", ndim, " dimensions, got ", t.str());
+}
+
+// Same device and dtype as `like`.
+inline void require_like(const Tensor& t, const Tensor& like, const char* op, const char* what) {
+  require_defined(t, op, what);
+  EMBER_CHECK(t.device() == like.device(), op, ": ", what, " is on ", t.device().str(), " but the input is on ",
+              like.device().str());
+  EMBER_CHECK(t.dtype() == like.dtype(), op, ": ", what, " is ", dtype_name(t.dtype()), " but the input is ",
+              dtype_name(like.dtype()));
+}
+
+inline void require_shape(const Tensor& t, const Shape& shape, const char* op, const char* what) {
+  EMBER_CHECK(t.shape() == shape, op, ": ", what, " must have shape ", shape.str(), ", got ", t.shape().str());
+}
+
+struct Launch {
+  const Kernels& k;
+  Stream stream;
+};
+inline Launch launch_on(const Tensor& t) { return {kernels_for(t.device()), stream_for(t.device())}; }
+
+}  // namespace ember::ops::detail
+
+#include "engine/autograd.h"
+
+namespace ember::ops::detail {
+
+// Installs the kernel-backed gradient accumulation into the engine (once).
+void install_grad_accumulator();
+
+// record() for ops: makes sure backward can sum gradients, then records.
+inline Tensor record_op(const char* name, Tensor output, std::initializer_list<const Tensor*> inputs,
+                        BackwardFn fn) {
+  install_grad_accumulator();
+  return record(name, std::move(output), inputs, std::move(fn));
+}
+
+}  // namespace ember::ops::detail

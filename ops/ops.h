@@ -1,0 +1,75 @@
+// ops/ops.h — the differentiable operations and the tensor utilities.
+//
+// Each op checks its inputs (shapes, dtypes, devices) with a clear message,
+// runs its kernels through the table of the inputs' device, and, when an
+// input requires grad, records a backward node (engine/autograd.h) whose
+// formula is in the op's own .cpp file next to the forward.
+//
+// Shapes follow PyTorch: images are [N, C, H, W], linear inputs [N, features].
+#pragma once
+#include <cstdint>
+
+#include "engine/autograd.h"
+#include "engine/rng.h"
+#include "engine/tensor.h"
+#include "ops/kernels.h"
+
+namespace ember::ops {
+
+// Batch-norm parameters and statistics are stored in this type for
+// activations of type dt (f64 for f64, f32 otherwise).
+inline DType param_dtype(DType dt) { return dt == DType::f64 ? DType::f64 : DType::f32; }
+
+// ------------------------------------------------------------ utilities (no grad)
+void fill_(Tensor& t, double value);
+void uniform_(Tensor& t, double lo, double hi, Generator& gen);
+void normal_(Tensor& t, double mean, double std, Generator& gen);
+// acc += alpha * g, in place (same shape, dtype, device).
+void add_(Tensor& acc, const Tensor& g, double alpha = 1.0);
+// x -> float tensor (dtype out) normalised per channel: (x/255 - mean) * inv_std.   x: u8 [N, C, H, W]
+Tensor normalize_u8(const Tensor& x, const ChannelNorm& norm, DType out = DType::f32);
+// Index of the largest value in each row.   x: [N, C] -> i64 [N]
+Tensor argmax(const Tensor& x);
+// One SGD step on w with gradient g and momentum buffer buf (see kernels.h).
+void sgd_update_(Tensor& w, const Tensor& g, Tensor& buf, const SgdParams& p);
+
+// --------------------------------------------------------------- differentiable
+// a + b (same shape)
+Tensor add(const Tensor& a, const Tensor& b);
+// alpha * x
+Tensor scale(const Tensor& x, double alpha);
+// sum of all elements -> [1]
+Tensor sum(const Tensor& x);
+// Cast between floating types (gradient is cast back).
+Tensor cast(const Tensor& x, DType dtype);
+Tensor relu(const Tensor& x);
+
+struct Conv2dOptions {
+  int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
+  static Conv2dOptions square(int64_t stride, int64_t pad) { return {stride, stride, pad, pad}; }
+};
+// x: [N, C, H, W], w: [K, C, R, S], b: [K] or undefined -> [N, K, P, Q]
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dOptions& opt);
+
+// x: [N, C, H, W]; gamma, beta, running_mean, running_var: [C] in param_dtype.
+// training: normalise with batch statistics and update the running ones in place.
+Tensor batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                    Tensor& running_var, bool training, double momentum, double eps);
+
+// Square window max pooling.   x: [N, C, H, W] -> [N, C, P, Q]
+Tensor max_pool2d(const Tensor& x, int64_t kernel, int64_t stride, int64_t padding);
+// x: [N, C, H, W] -> [N, C, out_h, out_w]
+Tensor adaptive_avg_pool2d(const Tensor& x, int64_t out_h, int64_t out_w);
+
+// x: [N, in], w: [out, in], b: [out] or undefined -> [N, out]
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
+
+// Views of the same storage (the gradient is reshaped back).
+Tensor reshape(const Tensor& x, const Shape& shape);
+Tensor flatten(const Tensor& x, int start_dim = 1);
+
+// Mean softmax cross-entropy over the batch with label smoothing.
+//   logits: [N, classes], labels: i64 [N] -> [1]
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels, double label_smoothing = 0.0);
+
+}  // namespace ember::ops

@@ -1,0 +1,48 @@
+// ops/pooling.cpp — max pooling (with saved argmax) and adaptive average pooling.
+#include "ops/op_helpers.h"
+#include "ops/ops.h"
+
+namespace ember::ops {
+using namespace detail;
+
+// y[n, c, p, q] = max of the window;  gx = gy scattered to each window's argmax
+Tensor max_pool2d(const Tensor& x, int64_t kernel, int64_t stride, int64_t padding) {
+  require_float(x, "max_pool2d", "input");
+  require_ndim(x, 4, "max_pool2d", "input");
+  const Pool2dGeometry g = make_pool2d_geometry(x.size(0), x.size(1), x.size(2), x.size(3), kernel, kernel, stride,
+                                                stride, padding, padding);
+  Tensor y = Tensor::empty({g.N, g.C, g.P, g.Q}, x.dtype(), x.device());
+  Tensor argmax = Tensor::empty({g.N, g.C, g.P, g.Q}, DType::i32, x.device());
+  auto [k, s] = launch_on(x);
+  k.max_pool2d_forward(x.dtype(), g, x.raw_data(), y.raw_data(), argmax.data<int32_t>(), s);
+  if (!should_record({&x})) return y;
+  const DType dt = x.dtype();
+  return record_op("max_pool2d", y, {&x}, [g, argmax, dt](const Tensor& gy, GradMask) {
+    Tensor gx = Tensor::empty({g.N, g.C, g.H, g.W}, dt, gy.device());
+    auto [k2, s2] = launch_on(gy);
+    k2.max_pool2d_backward(dt, g, gy.raw_data(), argmax.data<int32_t>(), gx.raw_data(), s2);
+    return std::vector<Tensor>{gx};
+  });
+}
+
+// y[n, c, i, j] = mean of x over bin (i, j);  gx spreads gy evenly over each bin
+Tensor adaptive_avg_pool2d(const Tensor& x, int64_t out_h, int64_t out_w) {
+  require_float(x, "adaptive_avg_pool2d", "input");
+  require_ndim(x, 4, "adaptive_avg_pool2d", "input");
+  EMBER_CHECK(out_h > 0 && out_w > 0, "adaptive_avg_pool2d: output size must be positive, got ", out_h, "x", out_w);
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+  EMBER_CHECK(H > 0 && W > 0, "adaptive_avg_pool2d: empty input ", x.shape().str());
+  Tensor y = Tensor::empty({N, C, out_h, out_w}, x.dtype(), x.device());
+  auto [k, s] = launch_on(x);
+  k.adaptive_avg_pool2d_forward(x.dtype(), x.raw_data(), y.raw_data(), N * C, H, W, out_h, out_w, s);
+  if (!should_record({&x})) return y;
+  const DType dt = x.dtype();
+  return record_op("adaptive_avg_pool2d", y, {&x}, [=](const Tensor& gy, GradMask) {
+    Tensor gx = Tensor::empty({N, C, H, W}, dt, gy.device());
+    auto [k2, s2] = launch_on(gy);
+    k2.adaptive_avg_pool2d_backward(dt, gy.raw_data(), gx.raw_data(), N * C, H, W, out_h, out_w, s2);
+    return std::vector<Tensor>{gx};
+  });
+}
+
+}  // namespace ember::ops
