@@ -108,14 +108,15 @@ $(BUILD)/%: $(BUILD)/obj/apps/%.cpp.o $(APP_COMMON_OBJ) $(LIB)
 $(TEST_BIN): $(TEST_OBJ) $(APP_COMMON_OBJ) $(LIB)
 	$(CXX) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
+NPROC := $(shell nproc 2>/dev/null || echo 2)
 test: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory -j$(NPROC) all
 	@bash tests/run_tests.sh $(TEST_BIN)
 
 # Train ResNet-20 on Fashion-MNIST with the defaults of train_resnet.
 TRAIN_ARGS ?=
 train: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory -j$(NPROC) all
 	$(BUILD)/train_resnet --network resnet --num-layers 20 --dataset fashion-mnist $(TRAIN_ARGS)
 
 clean:

@@ -1,0 +1,197 @@
+// apps/common/fit.cpp — training loop, evaluation and synthetic benchmark.
+#include "apps/common/fit.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <sys/stat.h>
+
+#include "engine/autograd.h"
+#include "net/checkpoint.h"
+#include "ops/ops.h"
+
+namespace ember::apps {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+int64_t count_correct(const Tensor& logits, const Tensor& labels_host) {
+  const Tensor pred = ops::argmax(logits).to(Device::cpu());
+  const int64_t* p = pred.data<int64_t>();
+  const int64_t* y = labels_host.data<int64_t>();
+  int64_t correct = 0;
+  for (int64_t i = 0; i < pred.numel(); ++i) correct += p[i] == y[i];
+  return correct;
+}
+
+bool file_exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+// Running totals between two log lines.
+struct Interval {
+  int64_t samples = 0, correct = 0, batches = 0;
+  double loss_sum = 0;
+  Clock::time_point start = Clock::now();
+  void reset() { *this = Interval(); }
+};
+
+}  // namespace
+
+double evaluate(net::Module& model, const data::ImageSet& set, int64_t batch_size, Device device) {
+  const bool was_training = model.is_training();
+  model.eval();
+  NoGradGuard no_grad;
+  data::BatchIterator::Options o;
+  o.batch_size = batch_size;
+  o.shuffle = false;
+  data::BatchIterator it(set, o);
+  data::Batch b;
+  int64_t correct = 0, total = 0;
+  while (it.next(b)) {
+    correct += count_correct(model(b.images.to(device)), b.labels);
+    total += b.size;
+  }
+  model.train(was_training);
+  return total ? double(correct) / double(total) : 0.0;
+}
+
+FitResult fit(net::Module& model, data::BatchIterator& train, const data::ImageSet* val, const FitOptions& o) {
+  EMBER_CHECK(o.num_epochs > o.begin_epoch, "nothing to train: --num-epochs ", o.num_epochs,
+              " is not after the resumed epoch ", o.begin_epoch);
+  EMBER_CHECK(o.disp_batches > 0, "--disp-batches must be positive");
+  const int64_t steps_per_epoch = train.batches_per_epoch();
+  EMBER_CHECK(steps_per_epoch > 0, "the training set gives no batch (", train.samples_per_epoch(),
+              " samples per epoch, batch size ", train.options().batch_size, ")");
+
+  net::SGD opt(model.named_parameters(), o.sgd);
+  net::LrScheduleOptions so = o.schedule;
+  so.base_lr = o.lr;
+  so.steps_per_epoch = steps_per_epoch;
+  so.num_epochs = o.num_epochs;
+  const net::LrSchedule schedule(so);
+
+  if (o.begin_epoch > 0 && !o.model_prefix.empty()) {
+    const std::string states = net::optimizer_state_path(o.model_prefix, o.begin_epoch);
+    if (file_exists(states)) {
+      net::load_optimizer(states, opt);
+      std::fprintf(o.log, "Resumed optimizer state from \"%s\" (%lld steps)\n", states.c_str(),
+                   (long long)opt.steps());
+    } else {
+      std::fprintf(o.log, "No optimizer state at \"%s\": momentum restarts from zero\n", states.c_str());
+    }
+  }
+
+  if (!o.model_prefix.empty()) {  // fail now, not after the first epoch
+    const std::filesystem::path dir = std::filesystem::path(o.model_prefix).parent_path();
+    std::error_code ec;
+    if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+    EMBER_CHECK(!ec, "--model-prefix ", o.model_prefix, ": cannot create directory ", dir.string(), ": ",
+                ec.message());
+  }
+
+  FitResult result;
+  const auto fit_start = Clock::now();
+  int64_t global_step = int64_t(o.begin_epoch) * steps_per_epoch;
+  model.train();
+  for (int epoch = o.begin_epoch; epoch < o.num_epochs; ++epoch) {
+    const auto epoch_start = Clock::now();
+    train.start_epoch(epoch);
+    Interval interval;
+    int64_t epoch_samples = 0, epoch_correct = 0, batch_index = 0;
+    data::Batch b;
+    while (train.next(b)) {
+      const Tensor x = b.images.to(o.device), y = b.labels.to(o.device);
+      const Tensor logits = model(x);
+      const Tensor loss = ops::cross_entropy(logits, y, o.label_smoothing);
+      opt.zero_grad();
+      loss.backward();
+      const double lr = schedule.lr_at(global_step);
+      opt.step(lr);
+      ++global_step;
+
+      const double loss_value = loss.item();
+      EMBER_CHECK(std::isfinite(loss_value), "training diverged at Epoch[", epoch, "] Batch [", batch_index,
+                  "]: loss is ", loss_value, " (lr ", lr, "); try a lower --lr or more --warmup-epochs");
+      const int64_t correct = count_correct(logits, b.labels);
+      interval.samples += b.size;
+      interval.correct += correct;
+      interval.loss_sum += loss_value * double(b.size);
+      ++interval.batches;
+      epoch_samples += b.size;
+      epoch_correct += correct;
+      ++batch_index;
+      if (batch_index % o.disp_batches == 0) {
+        const double dt = seconds_since(interval.start);
+        std::fprintf(o.log,
+                     "Epoch[%d] Batch [%lld-%lld]\tSpeed: %.2f samples/sec\taccuracy=%.6f\tcross-entropy=%.6f\t"
+                     "lr=%.6g\n",
+                     epoch, (long long)(batch_index - interval.batches), (long long)batch_index,
+                     double(interval.samples) / dt, double(interval.correct) / double(interval.samples),
+                     interval.loss_sum / double(interval.samples), lr);
+        std::fflush(o.log);
+        interval.reset();
+      }
+    }
+    result.train_accuracy = double(epoch_correct) / double(std::max<int64_t>(1, epoch_samples));
+    std::fprintf(o.log, "Epoch[%d] Train-accuracy=%.6f\n", epoch, result.train_accuracy);
+    std::fprintf(o.log, "Epoch[%d] Time cost=%.3f\n", epoch, seconds_since(epoch_start));
+    if (val) {
+      result.validation_accuracy = evaluate(model, *val, o.eval_batch_size, o.device);
+      std::fprintf(o.log, "Epoch[%d] Validation-accuracy=%.6f\n", epoch, result.validation_accuracy);
+    }
+    if (!o.model_prefix.empty()) {
+      std::map<std::string, std::string> meta(o.checkpoint_metadata.begin(), o.checkpoint_metadata.end());
+      meta["epoch"] = std::to_string(epoch + 1);
+      if (val) meta["validation_accuracy"] = std::to_string(result.validation_accuracy);
+      const std::string path = net::checkpoint_path(o.model_prefix, epoch + 1);
+      net::save_model(path, model, meta);
+      net::save_optimizer(net::optimizer_state_path(o.model_prefix, epoch + 1), opt);
+      std::fprintf(o.log, "Saved checkpoint to \"%s\"\n", path.c_str());
+    }
+    std::fflush(o.log);
+  }
+  result.seconds = seconds_since(fit_start);
+  result.steps = global_step;
+  return result;
+}
+
+double benchmark(net::Module& model, const BenchmarkOptions& o) {
+  EMBER_CHECK(o.batches > 0 && o.disp_batches > 0, "benchmark: need positive batch counts");
+  // Fixed synthetic batch: random pixels and labels, as MXNet's --benchmark.
+  Tensor images = Tensor::empty({o.batch_size, o.channels, o.height, o.width}, DType::u8);
+  Tensor labels = Tensor::empty({o.batch_size}, DType::i64);
+  PhiloxStream rng(o.seed, 0x5eed);
+  for (int64_t i = 0; i < images.numel(); ++i) images.data<uint8_t>()[i] = uint8_t(rng.next_u32());
+  for (int64_t i = 0; i < o.batch_size; ++i) labels.data<int64_t>()[i] = int64_t(rng.below(uint64_t(o.num_classes)));
+  const Tensor x = images.to(o.device), y = labels.to(o.device);
+
+  net::SGD opt(model.named_parameters(), o.sgd);
+  model.train();
+  auto step = [&] {
+    const Tensor loss = ops::cross_entropy(model(x), y);
+    opt.zero_grad();
+    loss.backward();
+    opt.step(o.lr);
+    (void)loss.item();  // wait for the step to finish (a device sync on GPUs)
+  };
+  for (int i = 0; i < o.warmup_batches; ++i) step();
+  std::vector<double> speeds;
+  for (int done = 0; done < o.batches;) {
+    const int n = std::min(o.disp_batches, o.batches - done);
+    const auto t0 = Clock::now();
+    for (int i = 0; i < n; ++i) step();
+    const double speed = double(n) * double(o.batch_size) / seconds_since(t0);
+    speeds.push_back(speed);
+    std::fprintf(o.log, "Batch [%d-%d]\tSpeed: %.2f samples/sec\n", done, done + n, speed);
+    std::fflush(o.log);
+    done += n;
+  }
+  std::sort(speeds.begin(), speeds.end());
+  return speeds[speeds.size() / 2];
+}
+
+}  // namespace ember::apps

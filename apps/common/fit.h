@@ -1,0 +1,69 @@
+// apps/common/fit.h — the training loop of the apps (MXNet's common/fit.py).
+//
+// fit() trains a model with SGD and a learning-rate schedule over a
+// BatchIterator, printing MXNet's log lines:
+//   Epoch[0] Batch [0-50]   Speed: 812.31 samples/sec   accuracy=0.712500 ...
+//   Epoch[0] Train-accuracy=0.842317
+//   Epoch[0] Time cost=77.412
+//   Epoch[0] Validation-accuracy=0.881000
+// evaluates after every epoch, and saves PREFIX-EEEE.safetensors (+ the
+// optimizer's .states file) when a model prefix is given. benchmark() times
+// training steps on synthetic data (MXNet's --benchmark 1).
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "data/batch_iterator.h"
+#include "net/lr_schedule.h"
+#include "net/module.h"
+#include "net/sgd.h"
+
+namespace ember::apps {
+
+struct FitOptions {
+  int num_epochs = 1;
+  int begin_epoch = 0;         // > 0 when resuming (--load-epoch)
+  double lr = 0.1;
+  net::SgdOptions sgd;
+  net::LrScheduleOptions schedule;  // steps_per_epoch/num_epochs/base_lr filled by fit
+  double label_smoothing = 0.0;
+  int disp_batches = 50;
+  std::string model_prefix;    // empty: no checkpoints
+  int64_t eval_batch_size = 500;
+  Device device = Device::cpu();
+  std::vector<std::pair<std::string, std::string>> checkpoint_metadata;
+  std::FILE* log = stdout;
+};
+
+struct FitResult {
+  double train_accuracy = 0, validation_accuracy = -1;  // of the last epoch (-1: no validation set)
+  double seconds = 0;                                   // wall time of the whole fit
+  int64_t steps = 0;
+};
+
+// Classification accuracy of model (eval mode, no grad) on a whole set.
+double evaluate(net::Module& model, const data::ImageSet& set, int64_t batch_size, Device device);
+
+// Trains; `val` may be null. With begin_epoch > 0 the caller has loaded the
+// model; fit loads PREFIX-{begin_epoch}.states.safetensors into the optimizer
+// when that file exists.
+FitResult fit(net::Module& model, data::BatchIterator& train, const data::ImageSet* val, const FitOptions& options);
+
+struct BenchmarkOptions {
+  int64_t batch_size = 128;
+  int64_t channels = 1, height = 28, width = 28, num_classes = 10;
+  int warmup_batches = 3;
+  int batches = 30;
+  int disp_batches = 10;
+  double lr = 0.1;
+  net::SgdOptions sgd;
+  Device device = Device::cpu();
+  uint64_t seed = 0;
+  std::FILE* log = stdout;
+};
+// Median training img/s over the timed intervals of disp_batches steps.
+double benchmark(net::Module& model, const BenchmarkOptions& options);
+
+}  // namespace ember::apps

@@ -1,0 +1,52 @@
+// apps/common/flags.h — command-line flags for the apps, MXNet style.
+//
+// Each flag is bound to a variable that holds its default. Accepted forms:
+// `--name value` and `--name=value`; booleans take 0/1 (as MXNet's
+// `--benchmark 1`); lists are comma-separated ("30,60"). `--help` prints
+// every flag grouped with its default and help text. Unknown flags, missing
+// or malformed values are one-line errors that name the flag.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ember::apps {
+
+class Flags {
+ public:
+  Flags(std::string program, std::string summary);
+
+  void group(const std::string& title);  // starts a section of the --help text
+  void add(const std::string& name, int64_t* value, const std::string& help);
+  void add(const std::string& name, int* value, const std::string& help);
+  void add(const std::string& name, double* value, const std::string& help);
+  void add(const std::string& name, std::string* value, const std::string& help);
+  void add(const std::string& name, bool* value, const std::string& help);
+  void add(const std::string& name, std::vector<int>* value, const std::string& help);
+
+  // Parses argv; returns false when --help was given (help text printed).
+  bool parse(int argc, char** argv);
+  bool was_set(const std::string& name) const;
+  std::string help() const;
+  // "name=value" for every flag, in declaration order, for the start line.
+  std::string settings() const;
+
+ private:
+  enum class Kind { i64, i32, f64, str, boolean, int_list };
+  struct Flag {
+    std::string name, help, group;
+    Kind kind;
+    void* value;
+    std::string default_text;
+    bool set = false;
+  };
+  void add_flag(const std::string& name, Kind kind, void* value, const std::string& help);
+  void assign(Flag& f, const std::string& text);
+  static std::string value_text(const Flag& f);
+  Flag* find(const std::string& name);
+
+  std::string program_, summary_, current_group_;
+  std::vector<Flag> flags_;
+};
+
+}  // namespace ember::apps

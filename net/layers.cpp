@@ -1,0 +1,66 @@
+// net/layers.cpp — construction and forward of the basic layers.
+#include "net/layers.h"
+
+#include <cmath>
+
+#include "engine/autograd.h"
+
+namespace ember::net {
+
+Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_t stride, int64_t padding,
+               bool with_bias, DType dtype)
+    : options(ops::Conv2dOptions::square(stride, padding)) {
+  EMBER_CHECK(in_channels > 0 && out_channels > 0 && kernel > 0, "Conv2d: sizes must be positive");
+  weight = Tensor::zeros({out_channels, in_channels, kernel, kernel}, dtype);
+  register_parameter("weight", &weight, true);
+  if (with_bias) {
+    bias = Tensor::zeros({out_channels}, dtype);
+    register_parameter("bias", &bias, false);
+  }
+}
+
+Tensor Conv2d::forward(const Tensor& x) { return ops::conv2d(x, weight, bias, options); }
+
+BatchNorm2d::BatchNorm2d(int64_t channels, double eps_, double momentum_, DType dtype) : eps(eps_), momentum(momentum_) {
+  const DType pt = ops::param_dtype(dtype);
+  weight = Tensor::full({channels}, 1.0, pt);
+  bias = Tensor::zeros({channels}, pt);
+  running_mean = Tensor::zeros({channels}, pt);
+  running_var = Tensor::full({channels}, 1.0, pt);
+  num_batches_tracked = Tensor::zeros(Shape{}, DType::i64);
+  register_parameter("weight", &weight, false);
+  register_parameter("bias", &bias, false);
+  register_buffer("running_mean", &running_mean);
+  register_buffer("running_var", &running_var);
+  register_buffer("num_batches_tracked", &num_batches_tracked, /*host_only=*/true);
+}
+
+Tensor BatchNorm2d::forward(const Tensor& x) {
+  if (is_training()) num_batches_tracked.data<int64_t>()[0] += 1;
+  return ops::batch_norm2d(x, weight, bias, running_mean, running_var, is_training(), momentum, eps);
+}
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, DType dtype) {
+  EMBER_CHECK(in_features > 0 && out_features > 0, "Linear: sizes must be positive");
+  weight = Tensor::zeros({out_features, in_features}, dtype);
+  register_parameter("weight", &weight, true);
+  if (with_bias) {
+    bias = Tensor::zeros({out_features}, dtype);
+    register_parameter("bias", &bias, false);
+  }
+}
+
+Tensor Linear::forward(const Tensor& x) { return ops::linear(x, weight, bias); }
+
+void Sequential::append(std::shared_ptr<Module> m) {
+  register_module(std::to_string(layers_.size()), m);
+  layers_.push_back(std::move(m));
+}
+
+Tensor Sequential::forward(const Tensor& x) {
+  Tensor y = x;
+  for (auto& m : layers_) y = m->forward(y);
+  return y;
+}
+
+}  // namespace ember::net

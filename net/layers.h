@@ -1,0 +1,78 @@
+// net/layers.h — the layers ResNets are built from: Conv2d, BatchNorm2d,
+// Linear, ReLU, MaxPool2d, AdaptiveAvgPool2d and Sequential.
+//
+// Parameter and buffer names and default initialisation follow PyTorch's
+// torch.nn (weights are filled by the ResNet builder's init, net/init.h).
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "net/module.h"
+#include "ops/ops.h"
+
+namespace ember::net {
+
+// weight: [out, in, k, k], bias: [out] (optional)
+class Conv2d : public Module {
+ public:
+  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_t stride = 1, int64_t padding = 0,
+         bool bias = false, DType dtype = DType::f32);
+  Tensor forward(const Tensor& x) override;
+  Tensor weight, bias;
+  ops::Conv2dOptions options;
+};
+
+// weight, bias, running_mean, running_var: [C]; num_batches_tracked: i64 scalar (host)
+class BatchNorm2d : public Module {
+ public:
+  explicit BatchNorm2d(int64_t channels, double eps = 1e-5, double momentum = 0.1, DType dtype = DType::f32);
+  Tensor forward(const Tensor& x) override;
+  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+  double eps, momentum;
+};
+
+// weight: [out, in], bias: [out]
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true, DType dtype = DType::f32);
+  Tensor forward(const Tensor& x) override;
+  Tensor weight, bias;
+};
+
+class ReLU : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return ops::relu(x); }
+};
+
+class MaxPool2d : public Module {
+ public:
+  MaxPool2d(int64_t kernel, int64_t stride, int64_t padding) : kernel_(kernel), stride_(stride), padding_(padding) {}
+  Tensor forward(const Tensor& x) override { return ops::max_pool2d(x, kernel_, stride_, padding_); }
+
+ private:
+  int64_t kernel_, stride_, padding_;
+};
+
+class AdaptiveAvgPool2d : public Module {
+ public:
+  AdaptiveAvgPool2d(int64_t out_h, int64_t out_w) : out_h_(out_h), out_w_(out_w) {}
+  Tensor forward(const Tensor& x) override { return ops::adaptive_avg_pool2d(x, out_h_, out_w_); }
+
+ private:
+  int64_t out_h_, out_w_;
+};
+
+// Children named "0", "1", ... run in order.
+class Sequential : public Module {
+ public:
+  Sequential() = default;
+  void append(std::shared_ptr<Module> m);
+  Tensor forward(const Tensor& x) override;
+  size_t size() const { return layers_.size(); }
+  Module& operator[](size_t i) { return *layers_[i]; }
+
+ private:
+  std::vector<std::shared_ptr<Module>> layers_;
+};
+
+}  // namespace ember::net

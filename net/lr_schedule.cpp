@@ -1,0 +1,62 @@
+// net/lr_schedule.cpp — the learning-rate schedules.
+#include "net/lr_schedule.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/error.h"
+
+namespace ember::net {
+
+LrScheduleKind parse_lr_schedule(const std::string& name) {
+  if (name == "step") return LrScheduleKind::step;
+  if (name == "cosine") return LrScheduleKind::cosine;
+  if (name == "onecycle") return LrScheduleKind::onecycle;
+  fail(cat("unknown --lr-schedule '", name, "' (step, cosine or onecycle)"));
+}
+
+const char* lr_schedule_name(LrScheduleKind kind) {
+  switch (kind) {
+    case LrScheduleKind::step: return "step";
+    case LrScheduleKind::cosine: return "cosine";
+    case LrScheduleKind::onecycle: return "onecycle";
+  }
+  return "?";
+}
+
+LrSchedule::LrSchedule(const LrScheduleOptions& o) : o_(o) {
+  EMBER_CHECK(o.base_lr > 0, "learning rate must be positive, got ", o.base_lr);
+  EMBER_CHECK(o.steps_per_epoch > 0 && o.num_epochs > 0, "lr schedule: need at least one epoch of one step");
+  EMBER_CHECK(o.warmup_epochs >= 0 && o.warmup_epochs <= o.num_epochs, "--warmup-epochs ", o.warmup_epochs,
+              " must be in [0, --num-epochs]");
+  EMBER_CHECK(o.kind != LrScheduleKind::onecycle || (o.pct_start > 0 && o.pct_start < 1),
+              "onecycle: pct_start must be in (0, 1)");
+  for (int e : o.step_epochs) EMBER_CHECK(e > 0, "--lr-step-epochs must be positive epochs, got ", e);
+  total_steps_ = o.steps_per_epoch * o.num_epochs;
+  warmup_steps_ = int64_t(std::llround(o.warmup_epochs * double(o.steps_per_epoch)));
+}
+
+double LrSchedule::lr_at(int64_t it) const {
+  it = std::clamp<int64_t>(it, 0, total_steps_ - 1);
+  constexpr double pi = 3.14159265358979323846;
+  if (o_.kind == LrScheduleKind::onecycle) {
+    // PyTorch OneCycleLR with anneal_strategy='cos', three_phase=False.
+    const double initial = o_.base_lr / o_.div_factor, final_lr = initial / o_.final_div_factor;
+    const double up_end = o_.pct_start * double(total_steps_) - 1.0, down_end = double(total_steps_) - 1.0;
+    auto anneal = [&](double start, double end, double pct) { return end + (start - end) / 2.0 * (std::cos(pi * pct) + 1.0); };
+    const double t = double(it);
+    if (t <= up_end) return anneal(initial, o_.base_lr, up_end > 0 ? t / up_end : 1.0);
+    return anneal(o_.base_lr, final_lr, (t - up_end) / std::max(1.0, down_end - up_end));
+  }
+  if (it < warmup_steps_) return o_.base_lr * double(it + 1) / double(warmup_steps_);
+  if (o_.kind == LrScheduleKind::cosine) {
+    const double span = double(std::max<int64_t>(1, total_steps_ - warmup_steps_));
+    return o_.base_lr * 0.5 * (1.0 + std::cos(pi * double(it - warmup_steps_) / span));
+  }
+  int passed = 0;
+  for (int e : o_.step_epochs)
+    if (it >= int64_t(e) * o_.steps_per_epoch) ++passed;
+  return o_.base_lr * std::pow(o_.factor, passed);
+}
+
+}  // namespace ember::net

@@ -1,0 +1,47 @@
+// net/lr_schedule.h — learning-rate schedules, evaluated per iteration.
+//
+//   step:     lr * factor^(number of --lr-step-epochs passed)  (MXNet's MultiFactorScheduler)
+//   cosine:   lr * (1 + cos(pi * t)) / 2 over the epochs after warm-up
+//   onecycle: PyTorch's OneCycleLR (cosine, two phases): from lr / div_factor up to
+//             lr over the first pct_start of training, then down to
+//             lr / div_factor / final_div_factor
+// Warm-up (step and cosine): linear from lr / warmup_steps to lr over the
+// first warmup_epochs (Goyal et al.); onecycle has its own warm-up phase.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ember::net {
+
+enum class LrScheduleKind { step, cosine, onecycle };
+LrScheduleKind parse_lr_schedule(const std::string& name);  // errors on unknown names
+const char* lr_schedule_name(LrScheduleKind kind);
+
+struct LrScheduleOptions {
+  LrScheduleKind kind = LrScheduleKind::step;
+  double base_lr = 0.1;
+  int64_t steps_per_epoch = 1;
+  int num_epochs = 1;
+  std::vector<int> step_epochs;  // step: epochs after which lr *= factor
+  double factor = 0.1;
+  double warmup_epochs = 0.0;
+  double pct_start = 0.25;       // onecycle
+  double div_factor = 25.0;      // onecycle
+  double final_div_factor = 1e4; // onecycle
+};
+
+class LrSchedule {
+ public:
+  explicit LrSchedule(const LrScheduleOptions& options);
+  // Learning rate for global iteration `it` (0-based, counted from the start of training).
+  double lr_at(int64_t it) const;
+  const LrScheduleOptions& options() const { return o_; }
+
+ private:
+  LrScheduleOptions o_;
+  int64_t total_steps_;
+  int64_t warmup_steps_;
+};
+
+}  // namespace ember::net

@@ -1,0 +1,156 @@
+// net/resnet.cpp — BasicBlock, Bottleneck and the ResNet builders.
+#include "net/resnet.h"
+
+#include <array>
+#include <cstdio>
+
+#include "net/init.h"
+
+namespace ember::net {
+namespace {
+
+std::shared_ptr<Sequential> make_downsample(int64_t in, int64_t out, int64_t stride, DType dtype) {
+  auto seq = std::make_shared<Sequential>();
+  seq->append(std::make_shared<Conv2d>(in, out, 1, stride, 0, false, dtype));
+  seq->append(std::make_shared<BatchNorm2d>(out, 1e-5, 0.1, dtype));
+  return seq;
+}
+
+// Blocks per stage of the ImageNet-style depths.
+std::array<int, 4> imagenet_stages(int depth) {
+  switch (depth) {
+    case 18: return {2, 2, 2, 2};
+    case 34: return {3, 4, 6, 3};
+    case 50: return {3, 4, 6, 3};
+    case 101: return {3, 4, 23, 3};
+    case 152: return {3, 8, 36, 3};
+  }
+  return {0, 0, 0, 0};
+}
+
+}  // namespace
+
+bool is_cifar_depth(int n) { return n >= 8 && (n - 2) % 6 == 0; }
+bool is_imagenet_depth(int n) { return n == 18 || n == 34 || n == 50 || n == 101 || n == 152; }
+
+BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, DType dtype) {
+  conv1 = register_module("conv1", std::make_shared<Conv2d>(in_planes, planes, 3, stride, 1, false, dtype));
+  bn1 = register_module("bn1", std::make_shared<BatchNorm2d>(planes, 1e-5, 0.1, dtype));
+  conv2 = register_module("conv2", std::make_shared<Conv2d>(planes, planes, 3, 1, 1, false, dtype));
+  bn2 = register_module("bn2", std::make_shared<BatchNorm2d>(planes, 1e-5, 0.1, dtype));
+  if (stride != 1 || in_planes != planes)
+    downsample = register_module("downsample", make_downsample(in_planes, planes, stride, dtype));
+}
+
+// relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x))
+Tensor BasicBlock::forward(const Tensor& x) {
+  Tensor y = ops::relu((*bn1)((*conv1)(x)));
+  y = (*bn2)((*conv2)(y));
+  return ops::relu(ops::add(y, downsample ? (*downsample)(x) : x));
+}
+
+Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride, DType dtype) {
+  const int64_t out = planes * expansion;
+  conv1 = register_module("conv1", std::make_shared<Conv2d>(in_planes, planes, 1, 1, 0, false, dtype));
+  bn1 = register_module("bn1", std::make_shared<BatchNorm2d>(planes, 1e-5, 0.1, dtype));
+  conv2 = register_module("conv2", std::make_shared<Conv2d>(planes, planes, 3, stride, 1, false, dtype));
+  bn2 = register_module("bn2", std::make_shared<BatchNorm2d>(planes, 1e-5, 0.1, dtype));
+  conv3 = register_module("conv3", std::make_shared<Conv2d>(planes, out, 1, 1, 0, false, dtype));
+  bn3 = register_module("bn3", std::make_shared<BatchNorm2d>(out, 1e-5, 0.1, dtype));
+  if (stride != 1 || in_planes != out)
+    downsample = register_module("downsample", make_downsample(in_planes, out, stride, dtype));
+}
+
+// relu(bn3(conv3(relu(bn2(conv2(relu(bn1(conv1(x)))))))) + shortcut(x))
+Tensor Bottleneck::forward(const Tensor& x) {
+  Tensor y = ops::relu((*bn1)((*conv1)(x)));
+  y = ops::relu((*bn2)((*conv2)(y)));
+  y = (*bn3)((*conv3)(y));
+  return ops::relu(ops::add(y, downsample ? (*downsample)(x) : x));
+}
+
+ResNet::ResNet(const ResNetConfig& cfg, Generator& gen) : config_(cfg) {
+  const bool cifar = is_cifar_depth(cfg.num_layers);
+  EMBER_CHECK(cifar || is_imagenet_depth(cfg.num_layers), "resnet: --num-layers ", cfg.num_layers,
+              " is not a ResNet depth (ImageNet-style 18, 34, 50, 101, 152; CIFAR-style 6n+2: 20, 32, 44, 56, 110)");
+  EMBER_CHECK(cfg.num_classes > 0 && cfg.in_channels > 0 && cfg.image_size > 0, "resnet: bad config");
+  const DType dt = cfg.dtype;
+  const bool small_stem = cifar || cfg.image_size <= 32;
+  const int64_t stem_width = cifar ? 16 : 64;
+  if (small_stem) {
+    conv1 = register_module("conv1", std::make_shared<Conv2d>(cfg.in_channels, stem_width, 3, 1, 1, false, dt));
+  } else {
+    conv1 = register_module("conv1", std::make_shared<Conv2d>(cfg.in_channels, stem_width, 7, 2, 3, false, dt));
+  }
+  bn1 = register_module("bn1", std::make_shared<BatchNorm2d>(stem_width, 1e-5, 0.1, dt));
+  if (!small_stem) maxpool = std::make_shared<MaxPool2d>(3, 2, 1);
+
+  int64_t in_planes = stem_width;
+  auto add_stage = [&](int index, int blocks, int64_t planes, int64_t stride, bool bottleneck) {
+    auto stage = std::make_shared<Sequential>();
+    for (int b = 0; b < blocks; ++b) {
+      const int64_t s = b == 0 ? stride : 1;
+      if (bottleneck) {
+        stage->append(std::make_shared<Bottleneck>(in_planes, planes, s, dt));
+        in_planes = planes * Bottleneck::expansion;
+      } else {
+        stage->append(std::make_shared<BasicBlock>(in_planes, planes, s, dt));
+        in_planes = planes;
+      }
+    }
+    layers.push_back(register_module("layer" + std::to_string(index), stage));
+  };
+  if (cifar) {
+    const int n = (cfg.num_layers - 2) / 6;
+    add_stage(1, n, 16, 1, false);
+    add_stage(2, n, 32, 2, false);
+    add_stage(3, n, 64, 2, false);
+  } else {
+    const auto stages = imagenet_stages(cfg.num_layers);
+    const bool bottleneck = cfg.num_layers >= 50;
+    const int64_t widths[4] = {64, 128, 256, 512};
+    for (int i = 0; i < 4; ++i) add_stage(i + 1, stages[size_t(i)], widths[i], i == 0 ? 1 : 2, bottleneck);
+  }
+  fc = register_module("fc", std::make_shared<Linear>(in_planes, cfg.num_classes, true, dt));
+
+  // torchvision's initialisation, in registration order so a seed fixes the model.
+  for (auto& p : named_parameters()) {
+    const std::string& name = p.name;
+    if (name.rfind("fc.", 0) == 0) {
+      default_uniform_(*p.tensor, in_planes, gen);
+    } else if (p.tensor->ndim() == 4) {
+      kaiming_normal_(*p.tensor, FanMode::fan_out, gen);
+    }  // BN weight = 1, bias = 0 from construction
+  }
+  if (cfg.zero_init_residual) {
+    for (auto& stage : layers)
+      for (size_t b = 0; b < stage->size(); ++b) {
+        Module& block = (*stage)[b];
+        if (auto* basic = dynamic_cast<BasicBlock*>(&block)) basic->bn2->weight.zero_();
+        if (auto* bottle = dynamic_cast<Bottleneck*>(&block)) bottle->bn3->weight.zero_();
+      }
+  }
+  parameter_count_ = parameter_count();
+}
+
+Tensor ResNet::forward(const Tensor& input) {
+  Tensor x = input;
+  if (x.dtype() == DType::u8) x = ops::normalize_u8(x, config_.input_norm, config_.dtype);
+  x = ops::relu((*bn1)((*conv1)(x)));
+  if (maxpool) x = (*maxpool)(x);
+  for (auto& stage : layers) x = (*stage)(x);
+  x = ops::adaptive_avg_pool2d(x, 1, 1);
+  return (*fc)(ops::flatten(x, 1));
+}
+
+std::string ResNet::describe() const {
+  char buf[160];
+  const bool cifar = is_cifar_depth(config_.num_layers);
+  std::snprintf(buf, sizeof(buf), "resnet-%d (%s%s, %.2fM parameters)", config_.num_layers,
+                cifar ? "CIFAR-style" : (config_.num_layers >= 50 ? "ImageNet-style, bottleneck" : "ImageNet-style"),
+                !cifar && config_.image_size <= 32 ? ", 3x3 stem for small input" : "",
+                double(parameter_count_) / 1e6);
+  return buf;
+}
+
+}  // namespace ember::net

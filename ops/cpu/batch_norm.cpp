@@ -1,0 +1,214 @@
+// ops/cpu/batch_norm.cpp — the four batch-norm CPU kernels (ops/batch_norm.cpp
+// calls them): training forward with running-statistic update, inference
+// forward, and the gradients of both.
+//
+// Layout x: [N, C, HW]; channel c is N planes of HW contiguous values, so
+// the training kernels give each thread whole channels: a channel's planes
+// (N*HW values, a few hundred KB in a ResNet) mostly stay in that core's
+// caches between the statistics pass and the output pass, so the second pass
+// costs little DRAM traffic. Sums are accumulated in double, taken around
+// a shift (the channel's first value in forward, the mean in backward) so a
+// large mean does not cancel the variance away. Per-element work is a
+// subtraction and one or two FMAs with per-channel coefficients computed in
+// double: outputs are always formed from x - mean, never as x * scale + shift,
+// which cancels in f32 when |mean| >> std.
+//
+// Parameters and statistics (gamma, beta, running and saved stats, ggamma,
+// gbeta) have type P: f32 for f32 activations, f64 for f64 (ops/kernels.h).
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "engine/parallel.h"
+#include "ops/cpu/cpu_kernels.h"
+
+namespace ember::cpu {
+
+namespace {
+constexpr int64_t kGrain = 1 << 15;  // elements below which a kernel runs on one thread
+int64_t grain_for(int64_t per_item) { return std::max<int64_t>(1, kGrain / std::max<int64_t>(1, per_item)); }
+}  // namespace
+
+// x, y: [N, C, HW]   gamma, beta, running_mean, running_var, save_mean, save_invstd: [C]
+void batch_norm_forward_train(DType dt, const void* x, const void* gamma, const void* beta, void* y,
+                              void* save_mean, void* save_invstd, void* running_mean, void* running_var, int64_t N,
+                              int64_t C, int64_t HW, double momentum, double eps, Stream) {
+  dispatch_float(dt, "batch_norm_forward_train", [&](auto zero) {
+    using T = decltype(zero);
+    using P = T;  // parameter type (f32 for f32, f64 for f64)
+    const T* __restrict px = static_cast<const T*>(x);
+    T* __restrict py = static_cast<T*>(y);
+    const P* pg = static_cast<const P*>(gamma);
+    const P* pb = static_cast<const P*>(beta);
+    P* psm = static_cast<P*>(save_mean);
+    P* psi = static_cast<P*>(save_invstd);
+    P* prm = static_cast<P*>(running_mean);
+    P* prv = static_cast<P*>(running_var);
+    const int64_t M = N * HW;  // values per channel
+    parallel_for(0, C, grain_for(M), [&](int64_t lo, int64_t hi) {
+      for (int64_t c = lo; c < hi; ++c) {
+        // pass 1: shifted sum and sum of squares
+        const T shift = M > 0 ? px[c * HW] : T(0);
+        double s = 0.0, ss = 0.0;
+        for (int64_t n = 0; n < N; ++n) {
+          const T* xp = px + (n * C + c) * HW;
+#pragma omp simd reduction(+ : s, ss)
+          for (int64_t i = 0; i < HW; ++i) {
+            const double d = double(xp[i]) - double(shift);
+            s += d;
+            ss += d * d;
+          }
+        }
+        const double dmean = M > 0 ? s / double(M) : 0.0;
+        const double mean = double(shift) + dmean;
+        const double var = M > 0 ? std::max(0.0, ss / double(M) - dmean * dmean) : 0.0;
+        const double invstd = 1.0 / std::sqrt(var + eps);
+        psm[c] = P(mean);
+        psi[c] = P(invstd);
+        const double var_unbiased = M > 1 ? var * double(M) / double(M - 1) : var;
+        prm[c] = P((1.0 - momentum) * double(prm[c]) + momentum * mean);
+        prv[c] = P((1.0 - momentum) * double(prv[c]) + momentum * var_unbiased);
+        // pass 2: y = (x - mean) * scale + beta
+        const T m = T(mean), a = T(double(pg[c]) * invstd), b = T(pb[c]);
+        for (int64_t n = 0; n < N; ++n) {
+          const T* xp = px + (n * C + c) * HW;
+          T* yp = py + (n * C + c) * HW;
+#pragma omp simd
+          for (int64_t i = 0; i < HW; ++i) yp[i] = (xp[i] - m) * a + b;
+        }
+      }
+    });
+  });
+}
+
+// y = (x - running_mean) / sqrt(running_var + eps) * gamma + beta      x, y: [N, C, HW]
+void batch_norm_forward_eval(DType dt, const void* x, const void* gamma, const void* beta,
+                             const void* running_mean, const void* running_var, void* y, int64_t N, int64_t C,
+                             int64_t HW, double eps, Stream) {
+  dispatch_float(dt, "batch_norm_forward_eval", [&](auto zero) {
+    using T = decltype(zero);
+    using P = T;
+    const T* __restrict px = static_cast<const T*>(x);
+    T* __restrict py = static_cast<T*>(y);
+    const P* pg = static_cast<const P*>(gamma);
+    const P* pb = static_cast<const P*>(beta);
+    const P* prm = static_cast<const P*>(running_mean);
+    const P* prv = static_cast<const P*>(running_var);
+    // per channel y = (x - m[c]) * a[c] + b[c]
+    std::vector<T> m(static_cast<size_t>(C)), a(static_cast<size_t>(C)), b(static_cast<size_t>(C));
+    for (int64_t c = 0; c < C; ++c) {
+      m[size_t(c)] = T(prm[c]);
+      a[size_t(c)] = T(double(pg[c]) / std::sqrt(double(prv[c]) + eps));
+      b[size_t(c)] = T(pb[c]);
+    }
+    // one plane x[n, c, :] per item
+    parallel_for(0, N * C, grain_for(HW), [&](int64_t lo, int64_t hi) {
+      for (int64_t p = lo; p < hi; ++p) {
+        const T mc = m[size_t(p % C)], ac = a[size_t(p % C)], bc = b[size_t(p % C)];
+        const T* xp = px + p * HW;
+        T* yp = py + p * HW;
+#pragma omp simd
+        for (int64_t i = 0; i < HW; ++i) yp[i] = (xp[i] - mc) * ac + bc;
+      }
+    });
+  });
+}
+
+// With xhat = (x - mean) * invstd and M = N*HW values per channel:
+//   gbeta = sum gy,  ggamma = sum gy * xhat,
+//   gx = gamma * invstd / M * (M * gy - gbeta - xhat * ggamma)
+//      = A * gy + B * (x - mean) + D   with per-channel A, B, D.
+//   x, gy, gx: [N, C, HW]   gamma, save_mean, save_invstd, ggamma, gbeta: [C]
+void batch_norm_backward_train(DType dt, const void* x, const void* gy, const void* gamma, const void* save_mean,
+                               const void* save_invstd, void* gx, void* ggamma, void* gbeta, int64_t N, int64_t C,
+                               int64_t HW, Stream) {
+  dispatch_float(dt, "batch_norm_backward_train", [&](auto zero) {
+    using T = decltype(zero);
+    using P = T;
+    const T* __restrict px = static_cast<const T*>(x);
+    const T* __restrict pgy = static_cast<const T*>(gy);
+    T* __restrict pgx = static_cast<T*>(gx);
+    const P* pg = static_cast<const P*>(gamma);
+    const P* psm = static_cast<const P*>(save_mean);
+    const P* psi = static_cast<const P*>(save_invstd);
+    P* pgg = static_cast<P*>(ggamma);
+    P* pgb = static_cast<P*>(gbeta);
+    const int64_t M = N * HW;
+    parallel_for(0, C, grain_for(M), [&](int64_t lo, int64_t hi) {
+      for (int64_t c = lo; c < hi; ++c) {
+        const T mean = T(psm[c]);
+        const double invstd = double(psi[c]);
+        // pass 1: sum gy and sum gy * (x - mean)
+        double s1 = 0.0, s2 = 0.0;
+        for (int64_t n = 0; n < N; ++n) {
+          const T* xp = px + (n * C + c) * HW;
+          const T* gp = pgy + (n * C + c) * HW;
+#pragma omp simd reduction(+ : s1, s2)
+          for (int64_t i = 0; i < HW; ++i) {
+            const double g = double(gp[i]);
+            s1 += g;
+            s2 += g * double(xp[i] - mean);
+          }
+        }
+        const double gb = s1, gg = s2 * invstd;
+        pgb[c] = P(gb);
+        pgg[c] = P(gg);
+        // pass 2: gx
+        const double A = double(pg[c]) * invstd;
+        const double inv_m = M > 0 ? 1.0 / double(M) : 0.0;
+        const T a = T(A), b = T(-A * invstd * gg * inv_m), d = T(-A * gb * inv_m);
+        for (int64_t n = 0; n < N; ++n) {
+          const T* xp = px + (n * C + c) * HW;
+          const T* gp = pgy + (n * C + c) * HW;
+          T* op = pgx + (n * C + c) * HW;
+#pragma omp simd
+          for (int64_t i = 0; i < HW; ++i) op[i] = a * gp[i] + (b * (xp[i] - mean) + d);
+        }
+      }
+    });
+  });
+}
+
+// Statistics are constants: with invstd = 1 / sqrt(running_var + eps),
+//   gbeta = sum gy,  ggamma = sum gy * (x - running_mean) * invstd,  gx = gamma * invstd * gy
+// all in one pass.   x, gy, gx: [N, C, HW]   [C] for the rest
+void batch_norm_backward_eval(DType dt, const void* x, const void* gy, const void* gamma,
+                              const void* running_mean, const void* running_var, void* gx, void* ggamma,
+                              void* gbeta, int64_t N, int64_t C, int64_t HW, double eps, Stream) {
+  dispatch_float(dt, "batch_norm_backward_eval", [&](auto zero) {
+    using T = decltype(zero);
+    using P = T;
+    const T* __restrict px = static_cast<const T*>(x);
+    const T* __restrict pgy = static_cast<const T*>(gy);
+    T* __restrict pgx = static_cast<T*>(gx);
+    const P* pg = static_cast<const P*>(gamma);
+    const P* prm = static_cast<const P*>(running_mean);
+    const P* prv = static_cast<const P*>(running_var);
+    P* pgg = static_cast<P*>(ggamma);
+    P* pgb = static_cast<P*>(gbeta);
+    parallel_for(0, C, grain_for(N * HW), [&](int64_t lo, int64_t hi) {
+      for (int64_t c = lo; c < hi; ++c) {
+        const double invstd = 1.0 / std::sqrt(double(prv[c]) + eps);
+        const T mean = T(prm[c]);
+        const T a = T(double(pg[c]) * invstd);
+        double s1 = 0.0, s2 = 0.0;
+        for (int64_t n = 0; n < N; ++n) {
+          const T* xp = px + (n * C + c) * HW;
+          const T* gp = pgy + (n * C + c) * HW;
+          T* op = pgx + (n * C + c) * HW;
+#pragma omp simd reduction(+ : s1, s2)
+          for (int64_t i = 0; i < HW; ++i) {
+            const double g = double(gp[i]);
+            s1 += g;
+            s2 += g * double(xp[i] - mean);
+            op[i] = a * gp[i];
+          }
+        }
+        pgb[c] = P(s1);
+        pgg[c] = P(s2 * invstd);
+      }
+    });
+  });
+}
+
+}  // namespace ember::cpu

@@ -1,0 +1,327 @@
+// ops/cpu/gemm.cpp — blocked, packed, register-tiled GEMM for f32 and f64,
+// and the `gemm` kernel of the CPU table.
+//
+// Loop nest (BLIS): for each NC block of columns, for each KC block of the
+// inner dimension, pack op(B)[KC, NC] into NR-wide panels; for each MC block
+// of rows pack op(A)[MC, KC] into MR-tall panels; then every MR x NR tile of
+// C is one micro-kernel call that keeps the whole tile in registers.
+// Padding rows/columns of partial panels are packed as zeros, so the
+// micro-kernel has no edge cases; partial tiles are stored through a buffer.
+#include "ops/cpu/gemm.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "engine/parallel.h"
+#include "ops/cpu/cpu_kernels.h"
+
+namespace ember::cpu {
+namespace {
+
+// 64-byte vectors: one zmm register with AVX-512.
+typedef float f32x16 __attribute__((vector_size(64)));
+typedef double f64x8 __attribute__((vector_size(64)));
+template <typename T> struct Vec;
+template <> struct Vec<float> { using type = f32x16; static constexpr int lanes = 16; };
+template <> struct Vec<double> { using type = f64x8; static constexpr int lanes = 8; };
+
+// Register tile: MR rows x NR columns, NR = two vectors.
+constexpr int kMR = 8;
+template <typename T> constexpr int kNR = 2 * Vec<T>::lanes;
+// Cache blocks (elements): the packed B block stays in L2, an A panel in L1.
+constexpr int64_t kKC = 256;
+constexpr int64_t kMC = 128;
+constexpr int64_t kNC = 2048;
+
+template <typename V, typename T>
+inline V load_vec(const T* p) {
+  V v;
+  std::memcpy(&v, p, sizeof(V));
+  return v;
+}
+template <typename V, typename T>
+inline void store_vec(T* p, const V& v) {
+  std::memcpy(p, &v, sizeof(V));
+}
+
+// acc[MR x NR] = sum over k of a[k][0..MR) (x) b[k][0..NR); then
+// C = alpha * acc + beta * C on the valid (mr x nr) corner of the tile.
+//   a: packed [kc, MR]   b: packed [kc, NR]   C: [mr, nr] with row stride ldc
+template <typename T>
+void micro_kernel(int64_t kc, const T* __restrict a, const T* __restrict b, T* __restrict C, int64_t ldc, T alpha,
+                  T beta, int mr, int nr) {
+  using V = typename Vec<T>::type;
+  constexpr int L = Vec<T>::lanes;
+  constexpr int NR = kNR<T>;
+  V acc0[kMR], acc1[kMR];
+  for (int i = 0; i < kMR; ++i) acc0[i] = acc1[i] = V{};
+  for (int64_t k = 0; k < kc; ++k) {
+    const V b0 = load_vec<V>(b + k * NR), b1 = load_vec<V>(b + k * NR + L);
+#pragma GCC unroll 8
+    for (int i = 0; i < kMR; ++i) {
+      const T ai = a[k * kMR + i];
+      acc0[i] += ai * b0;
+      acc1[i] += ai * b1;
+    }
+  }
+  if (mr == kMR && nr == NR) {
+    for (int i = 0; i < kMR; ++i) {
+      T* c = C + i * ldc;
+      if (beta == T(0)) {
+        store_vec(c, alpha * acc0[i]);
+        store_vec(c + L, alpha * acc1[i]);
+      } else {
+        store_vec(c, alpha * acc0[i] + beta * load_vec<V>(c));
+        store_vec(c + L, alpha * acc1[i] + beta * load_vec<V>(c + L));
+      }
+    }
+    return;
+  }
+  alignas(64) T tile[kMR * NR];
+  for (int i = 0; i < kMR; ++i) {
+    store_vec(tile + i * NR, acc0[i]);
+    store_vec(tile + i * NR + L, acc1[i]);
+  }
+  for (int i = 0; i < mr; ++i)
+    for (int j = 0; j < nr; ++j) {
+      T& c = C[i * ldc + j];
+      c = beta == T(0) ? alpha * tile[i * NR + j] : alpha * tile[i * NR + j] + beta * c;
+    }
+}
+
+// Packs rows [0, mc) x inner [0, kc) of op(A) into MR-row panels, zero padded.
+//   A(i, k) = trans_a ? A[k * lda + i] : A[i * lda + k]
+template <typename T>
+void pack_a(bool trans_a, const T* A, int64_t lda, int64_t mc, int64_t kc, T* dst) {
+  for (int64_t i0 = 0; i0 < mc; i0 += kMR) {
+    const int rows = int(std::min<int64_t>(kMR, mc - i0));
+    T* panel = dst + i0 * kc;
+    if (!trans_a) {
+      for (int i = 0; i < rows; ++i) {
+        const T* src = A + (i0 + i) * lda;
+        for (int64_t k = 0; k < kc; ++k) panel[k * kMR + i] = src[k];
+      }
+    } else {
+      for (int64_t k = 0; k < kc; ++k) {
+        const T* src = A + k * lda + i0;
+        for (int i = 0; i < rows; ++i) panel[k * kMR + i] = src[i];
+      }
+    }
+    for (int i = rows; i < kMR; ++i)
+      for (int64_t k = 0; k < kc; ++k) panel[k * kMR + i] = T(0);
+  }
+}
+
+// Packs inner [0, kc) x columns [0, nc) of op(B) into NR-column panels, zero padded.
+//   B(k, j) = trans_b ? B[j * ldb + k] : B[k * ldb + j]
+template <typename T>
+void pack_b(bool trans_b, const T* B, int64_t ldb, int64_t kc, int64_t nc, T* dst) {
+  constexpr int NR = kNR<T>;
+  for (int64_t j0 = 0; j0 < nc; j0 += NR) {
+    const int cols = int(std::min<int64_t>(NR, nc - j0));
+    T* panel = dst + j0 * kc;
+    if (!trans_b) {
+      for (int64_t k = 0; k < kc; ++k) {
+        const T* src = B + k * ldb + j0;
+        T* d = panel + k * NR;
+        if (cols == NR) {
+          std::memcpy(d, src, sizeof(T) * NR);
+        } else {
+          for (int j = 0; j < cols; ++j) d[j] = src[j];
+          for (int j = cols; j < NR; ++j) d[j] = T(0);
+        }
+      }
+    } else {
+      // Transpose in 8 x NR blocks: reads of up to NR rows of B advance
+      // together (prefetch-friendly), writes are contiguous.
+      const T* rows[NR];
+      for (int j = 0; j < NR; ++j) rows[j] = B + (j0 + std::min(j, cols - 1)) * ldb;
+      for (int64_t k0 = 0; k0 < kc; k0 += 8) {
+        const int64_t k1 = std::min(kc, k0 + 8);
+        for (int j = 0; j < NR; ++j) {
+          const T* src = rows[j];
+          for (int64_t k = k0; k < k1; ++k) panel[k * NR + j] = j < cols ? src[k] : T(0);
+        }
+      }
+    }
+  }
+}
+
+// A growable 64-byte aligned scratch buffer, one per thread and type.
+template <typename T>
+class Scratch {
+ public:
+  ~Scratch() { std::free(data_); }
+  T* get(size_t n) {
+    if (n > capacity_) {
+      std::free(data_);
+      capacity_ = (n + 15) & ~size_t(15);
+      data_ = static_cast<T*>(std::aligned_alloc(64, capacity_ * sizeof(T)));
+      EMBER_CHECK(data_, "gemm: out of memory for a ", capacity_ * sizeof(T), "-byte packing buffer");
+    }
+    return data_;
+  }
+
+ private:
+  T* data_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+template <typename T>
+void scale_c(int64_t M, int64_t N, T beta, T* C, int64_t ldc) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == T(0) ? T(0) : beta * C[i * ldc + j];
+}
+
+// Sum of the lanes of a 64-byte vector, as a tree of halvings (64 -> 32 ->
+// 16 bytes, then the last lanes one by one).
+template <typename T>
+inline T reduce_add(const typename Vec<T>::type& v) {
+  typedef T half __attribute__((vector_size(32)));
+  typedef T quarter __attribute__((vector_size(16)));
+  half lo, hi;
+  std::memcpy(&lo, &v, 32);
+  std::memcpy(&hi, reinterpret_cast<const char*>(&v) + 32, 32);
+  const half h = lo + hi;
+  quarter qlo, qhi;
+  std::memcpy(&qlo, &h, 16);
+  std::memcpy(&qhi, reinterpret_cast<const char*>(&h) + 16, 16);
+  const quarter q = qlo + qhi;
+  T sum = T(0);
+  for (size_t l = 0; l < 16 / sizeof(T); ++l) sum += q[l];
+  return sum;
+}
+
+// C = alpha * A * B^T + beta * C where A rows and B rows both run along the
+// inner dimension, as a 4 x 4 block of dot products with vectors along k.
+// No packing: this is the shape of the filter gradient (M, N small, K long),
+// where packing the transposed operand would cost more than the arithmetic.
+//   A: [M, K] (lda)   B: [N, K] (ldb)   C: [M, N] (ldc)
+template <typename T>
+void gemm_nt_dot(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B, int64_t ldb, T beta,
+                 T* C, int64_t ldc) {
+  using V = typename Vec<T>::type;
+  constexpr int L = Vec<T>::lanes;
+  constexpr int B4 = 4;
+  const int64_t k_vec = K / L * L;
+  for (int64_t i0 = 0; i0 < M; i0 += B4) {
+    const T* a[B4];
+    for (int i = 0; i < B4; ++i) a[i] = A + std::min(i0 + i, M - 1) * lda;  // clamp: extra rows discarded
+    for (int64_t j0 = 0; j0 < N; j0 += B4) {
+      const T* b[B4];
+      for (int j = 0; j < B4; ++j) b[j] = B + std::min(j0 + j, N - 1) * ldb;
+      V acc[B4][B4];
+      for (int i = 0; i < B4; ++i)
+        for (int j = 0; j < B4; ++j) acc[i][j] = V{};
+      for (int64_t k = 0; k < k_vec; k += L) {
+        V av[B4], bv[B4];
+        for (int i = 0; i < B4; ++i) av[i] = load_vec<V>(a[i] + k);
+        for (int j = 0; j < B4; ++j) bv[j] = load_vec<V>(b[j] + k);
+        for (int i = 0; i < B4; ++i)
+          for (int j = 0; j < B4; ++j) acc[i][j] += av[i] * bv[j];
+      }
+      if (k_vec < K) {  // the last partial vector, zero-filled
+        const size_t rem = size_t(K - k_vec) * sizeof(T);
+        V av[B4], bv[B4];
+        for (int i = 0; i < B4; ++i) {
+          av[i] = V{};
+          std::memcpy(&av[i], a[i] + k_vec, rem);
+        }
+        for (int j = 0; j < B4; ++j) {
+          bv[j] = V{};
+          std::memcpy(&bv[j], b[j] + k_vec, rem);
+        }
+        for (int i = 0; i < B4; ++i)
+          for (int j = 0; j < B4; ++j) acc[i][j] += av[i] * bv[j];
+      }
+      const int mi = int(std::min<int64_t>(B4, M - i0)), nj = int(std::min<int64_t>(B4, N - j0));
+      for (int i = 0; i < mi; ++i)
+        for (int j = 0; j < nj; ++j) {
+          const T dot = reduce_add<T>(acc[i][j]);
+          T& c = C[(i0 + i) * ldc + j0 + j];
+          c = beta == T(0) ? alpha * dot : alpha * dot + beta * c;
+        }
+    }
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void gemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+                 const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0 || alpha == T(0)) {
+    scale_c(M, N, beta, C, ldc);
+    return;
+  }
+  if (!trans_a && trans_b && K >= 8 * int64_t(Vec<T>::lanes) && M * N <= 64 * K) {
+    gemm_nt_dot(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  constexpr int NR = kNR<T>;
+  static thread_local Scratch<T> a_buf, b_buf;
+  const int64_t kc_max = std::min(K, kKC);
+  T* bp = b_buf.get(size_t(kc_max * ((std::min(N, kNC) + NR - 1) / NR * NR)));
+  T* ap = a_buf.get(size_t(kc_max * ((std::min(M, kMC) + kMR - 1) / kMR * kMR)));
+
+  for (int64_t jc = 0; jc < N; jc += kNC) {
+    const int64_t nc = std::min(kNC, N - jc);
+    for (int64_t pc = 0; pc < K; pc += kKC) {
+      const int64_t kc = std::min(kKC, K - pc);
+      const T beta_here = pc == 0 ? beta : T(1);
+      pack_b(trans_b, trans_b ? B + jc * ldb + pc : B + pc * ldb + jc, ldb, kc, nc, bp);
+      for (int64_t ic = 0; ic < M; ic += kMC) {
+        const int64_t mc = std::min(kMC, M - ic);
+        pack_a(trans_a, trans_a ? A + pc * lda + ic : A + ic * lda + pc, lda, mc, kc, ap);
+        for (int64_t jr = 0; jr < nc; jr += NR) {
+          const int nr = int(std::min<int64_t>(NR, nc - jr));
+          for (int64_t ir = 0; ir < mc; ir += kMR) {
+            const int mr = int(std::min<int64_t>(kMR, mc - ir));
+            micro_kernel(kc, ap + ir * kc, bp + jr * kc, C + (ic + ir) * ldc + jc + jr, ldc, alpha, beta_here, mr, nr);
+          }
+        }
+      }
+    }
+  }
+}
+
+template <typename T>
+void gemm_parallel(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+                   const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  constexpr int NR = kNR<T>;
+  const int threads = num_threads();
+  // Too little work to share, or too few column panels: one thread.
+  if (threads <= 1 || M * N * K < (int64_t(1) << 18) || N < 2 * NR) {
+    gemm_serial(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  // Split the columns into per-thread slices aligned to NR.
+  const int64_t panels = (N + NR - 1) / NR;
+  parallel_for(0, panels, 1, [&](int64_t p0, int64_t p1) {
+    const int64_t j0 = p0 * NR, j1 = std::min(N, p1 * NR);
+    const T* Bj = trans_b ? B + j0 * ldb : B + j0;
+    gemm_serial(trans_a, trans_b, M, j1 - j0, K, alpha, A, lda, Bj, ldb, beta, C + j0, ldc);
+  });
+}
+
+template void gemm_serial<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*,
+                                 int64_t, float, float*, int64_t);
+template void gemm_serial<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t,
+                                  const double*, int64_t, double, double*, int64_t);
+template void gemm_parallel<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
+                                   const float*, int64_t, float, float*, int64_t);
+template void gemm_parallel<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t,
+                                    const double*, int64_t, double, double*, int64_t);
+
+void gemm(DType dt, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const void* A,
+          int64_t lda, const void* B, int64_t ldb, double beta, void* C, int64_t ldc, Stream) {
+  dispatch_float(dt, "gemm", [&](auto zero) {
+    using T = decltype(zero);
+    gemm_parallel<T>(trans_a, trans_b, M, N, K, T(alpha), static_cast<const T*>(A), lda, static_cast<const T*>(B),
+                     ldb, T(beta), static_cast<T*>(C), ldc);
+  });
+}
+
+}  // namespace ember::cpu

@@ -1,0 +1,115 @@
+// ops/cpu/memory_kernels.cpp — fill and cast, the CPU kernels that only move
+// or convert values (ops::fill_, ops::cast and the mixed-precision copies of
+// net/ call them through the kernel table).
+//
+// fill takes any dtype (a tensor of labels or pixels can be filled too) and
+// converts the value once, as cast would (integers truncate, as in C++). cast converts between
+// f32, f64 and f16 (f16 is raw IEEE binary16 bits, converted with the bulk
+// routines of engine/half.h). f64 -> f16 rounds once, correctly: the double
+// is first narrowed to float with round-to-odd, which makes the following
+// float -> half rounding give the same result as a direct rounding.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "engine/half.h"
+#include "engine/parallel.h"
+#include "ops/cpu/cpu_kernels.h"
+
+namespace ember::cpu {
+
+namespace {
+
+constexpr int64_t kGrain = 1 << 15;  // elements below which a loop runs on one thread
+constexpr int64_t kBuf = 512;        // elements per staging buffer in two-step casts
+
+template <typename T>
+void fill_typed(T* __restrict y, int64_t n, T v) {
+  parallel_for(0, n, kGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] = v;
+  });
+}
+
+// double -> float rounding to odd: the float nearest to zero of the two that
+// bracket d, with its last bit forced to 1 when d was not exact.
+inline float double_to_float_odd(double d) {
+  float f = static_cast<float>(d);
+  if (std::isfinite(f) && static_cast<double>(f) != d) {
+    if (std::fabs(static_cast<double>(f)) > std::fabs(d)) f = std::nextafter(f, 0.0f);
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    bits |= 1u;
+    std::memcpy(&f, &bits, 4);
+  }
+  return f;
+}
+
+template <typename S, typename D>
+void convert(const S* __restrict x, D* __restrict y, int64_t n) {
+  parallel_for(0, n, kGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] = static_cast<D>(x[i]);
+  });
+}
+
+}  // namespace
+
+// y[i] = value                                              y: [n]
+void fill(DType dt, void* y, int64_t n, double value, Stream) {
+  switch (dt) {
+    case DType::f32: fill_typed(static_cast<float*>(y), n, static_cast<float>(value)); break;
+    case DType::f64: fill_typed(static_cast<double*>(y), n, value); break;
+    case DType::f16: fill_typed(static_cast<uint16_t*>(y), n, float_to_half(double_to_float_odd(value))); break;
+    case DType::i32: fill_typed(static_cast<int32_t*>(y), n, static_cast<int32_t>(value)); break;
+    case DType::i64: fill_typed(static_cast<int64_t*>(y), n, static_cast<int64_t>(value)); break;
+    case DType::u8: fill_typed(static_cast<uint8_t*>(y), n, static_cast<uint8_t>(value)); break;
+  }
+}
+
+// y[i] = (dst_dt) x[i]                                      x, y: [n]
+void cast(DType src_dt, const void* x, DType dst_dt, void* y, int64_t n, Stream) {
+  auto is_cast_type = [](DType t) { return t == DType::f32 || t == DType::f64 || t == DType::f16; };
+  EMBER_CHECK(is_cast_type(src_dt) && is_cast_type(dst_dt), "cpu cast: unsupported dtypes ", dtype_name(src_dt),
+              " -> ", dtype_name(dst_dt), " (f32, f64, f16 only)");
+  if (n <= 0) return;
+  if (src_dt == dst_dt) {  // plain copy
+    const size_t es = dtype_size(src_dt);
+    const char* src = static_cast<const char*>(x);
+    char* dst = static_cast<char*>(y);
+    if (src == dst) return;
+    parallel_for(0, n, kGrain, [&](int64_t b, int64_t e) {
+      std::memcpy(dst + size_t(b) * es, src + size_t(b) * es, size_t(e - b) * es);
+    });
+    return;
+  }
+  const auto* xf = static_cast<const float*>(x);
+  const auto* xd = static_cast<const double*>(x);
+  const auto* xh = static_cast<const uint16_t*>(x);
+  auto* yf = static_cast<float*>(y);
+  auto* yd = static_cast<double*>(y);
+  auto* yh = static_cast<uint16_t*>(y);
+  if (src_dt == DType::f32 && dst_dt == DType::f64) return convert(xf, yd, n);
+  if (src_dt == DType::f64 && dst_dt == DType::f32) return convert(xd, yf, n);
+  parallel_for(0, n, kGrain, [&](int64_t b, int64_t e) {
+    if (src_dt == DType::f16 && dst_dt == DType::f32) {
+      half_to_float_n(xh + b, yf + b, size_t(e - b));
+    } else if (src_dt == DType::f32 && dst_dt == DType::f16) {
+      float_to_half_n(xf + b, yh + b, size_t(e - b));
+    } else if (src_dt == DType::f16 && dst_dt == DType::f64) {  // via a float buffer (exact)
+      float buf[kBuf];
+      for (int64_t i = b; i < e; i += kBuf) {
+        const int64_t m = std::min(kBuf, e - i);
+        half_to_float_n(xh + i, buf, size_t(m));
+        for (int64_t j = 0; j < m; ++j) yd[i + j] = buf[j];
+      }
+    } else {  // f64 -> f16: round to odd into a float buffer, then round to nearest even
+      float buf[kBuf];
+      for (int64_t i = b; i < e; i += kBuf) {
+        const int64_t m = std::min(kBuf, e - i);
+        for (int64_t j = 0; j < m; ++j) buf[j] = double_to_float_odd(xd[i + j]);
+        float_to_half_n(buf, yh + i, size_t(m));
+      }
+    }
+  });
+}
+
+}  // namespace ember::cpu

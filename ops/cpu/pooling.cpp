@@ -1,0 +1,155 @@
+// ops/cpu/pooling.cpp — max pooling and adaptive average pooling on the CPU,
+// forward and backward (ops/pooling.cpp calls them).
+//
+// Every kernel works on independent [H, W] planes (one per image and
+// channel), so threads take whole planes and the backward scatters need no
+// atomics. Max pooling records, for each output, the index h*W + w of the
+// winner inside its input plane: windows only visit real pixels (padding is
+// never selected), the first maximum in row-major scan order wins ties, and
+// a NaN wins over numbers (as in PyTorch).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "engine/parallel.h"
+#include "ops/cpu/cpu_kernels.h"
+
+namespace ember::cpu {
+
+namespace {
+constexpr int64_t kGrain = 1 << 14;  // elements below which a kernel runs on one thread
+int64_t grain_for(int64_t per_item) { return std::max<int64_t>(1, kGrain / std::max<int64_t>(1, per_item)); }
+
+// PyTorch's adaptive pooling bin [start, end) of output i of `out` over `in`.
+inline int64_t bin_start(int64_t i, int64_t in, int64_t out) { return (i * in) / out; }
+inline int64_t bin_end(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; }
+}  // namespace
+
+//   x: [N, C, H, W]   y, argmax (i32): [N, C, P, Q]
+void max_pool2d_forward(DType dt, const Pool2dGeometry& g, const void* x, void* y, int32_t* argmax, Stream) {
+  dispatch_float(dt, "max_pool2d_forward", [&](auto zero) {
+    using T = decltype(zero);
+    const T* px = static_cast<const T*>(x);
+    T* py = static_cast<T*>(y);
+    const int64_t H = g.H, W = g.W, P = g.P, Q = g.Q;
+    parallel_for(0, g.N * g.C, grain_for(H * W + P * Q), [&](int64_t lo, int64_t hi) {
+      for (int64_t plane = lo; plane < hi; ++plane) {
+        const T* xp = px + plane * H * W;
+        T* yp = py + plane * P * Q;
+        int32_t* ap = argmax + plane * P * Q;
+        for (int64_t p = 0; p < P; ++p) {
+          const int64_t h0 = std::max<int64_t>(0, p * g.stride_h - g.pad_h);
+          const int64_t h1 = std::min(H, p * g.stride_h - g.pad_h + g.R);
+          for (int64_t q = 0; q < Q; ++q) {
+            const int64_t w0 = std::max<int64_t>(0, q * g.stride_w - g.pad_w);
+            const int64_t w1 = std::min(W, q * g.stride_w - g.pad_w + g.S);
+            T best = -std::numeric_limits<T>::infinity();
+            int64_t where = -1;  // stays -1 only for a window with no real pixel
+            for (int64_t h = h0; h < h1; ++h) {
+              for (int64_t w = w0; w < w1; ++w) {
+                const T v = xp[h * W + w];
+                if (where < 0 || v > best || (std::isnan(v) && !std::isnan(best))) {
+                  best = v;
+                  where = h * W + w;
+                }
+              }
+            }
+            yp[p * Q + q] = best;
+            ap[p * Q + q] = int32_t(where);
+          }
+        }
+      }
+    });
+  });
+}
+
+// gx = scatter-add of gy to the argmax positions (overwrites gx).
+//   gy, argmax: [N, C, P, Q]   gx: [N, C, H, W]
+void max_pool2d_backward(DType dt, const Pool2dGeometry& g, const void* gy, const int32_t* argmax, void* gx,
+                         Stream) {
+  dispatch_float(dt, "max_pool2d_backward", [&](auto zero) {
+    using T = decltype(zero);
+    const T* pgy = static_cast<const T*>(gy);
+    T* pgx = static_cast<T*>(gx);
+    const int64_t HW = g.H * g.W, PQ = g.P * g.Q;
+    parallel_for(0, g.N * g.C, grain_for(HW + PQ), [&](int64_t lo, int64_t hi) {
+      for (int64_t plane = lo; plane < hi; ++plane) {
+        T* gxp = pgx + plane * HW;
+        const T* gyp = pgy + plane * PQ;
+        const int32_t* ap = argmax + plane * PQ;
+        std::fill(gxp, gxp + HW, T(0));
+        for (int64_t j = 0; j < PQ; ++j)
+          if (ap[j] >= 0) gxp[ap[j]] += gyp[j];
+      }
+    });
+  });
+}
+
+// y[p, i, j] = mean of x[p] over rows [start(i), end(i)) and columns [start(j), end(j)).
+//   x: [planes, H, W]   y: [planes, OH, OW]
+void adaptive_avg_pool2d_forward(DType dt, const void* x, void* y, int64_t planes, int64_t H, int64_t W, int64_t OH,
+                                 int64_t OW, Stream) {
+  dispatch_float(dt, "adaptive_avg_pool2d_forward", [&](auto zero) {
+    using T = decltype(zero);
+    const T* px = static_cast<const T*>(x);
+    T* py = static_cast<T*>(y);
+    parallel_for(0, planes, grain_for(H * W + OH * OW), [&](int64_t lo, int64_t hi) {
+      for (int64_t plane = lo; plane < hi; ++plane) {
+        const T* xp = px + plane * H * W;
+        T* yp = py + plane * OH * OW;
+        if (OH == 1 && OW == 1) {  // global average pooling (the ResNet head)
+          double s = 0.0;
+#pragma omp simd reduction(+ : s)
+          for (int64_t i = 0; i < H * W; ++i) s += xp[i];
+          yp[0] = T(s / double(H * W));
+          continue;
+        }
+        for (int64_t i = 0; i < OH; ++i) {
+          const int64_t h0 = bin_start(i, H, OH), h1 = bin_end(i, H, OH);
+          for (int64_t j = 0; j < OW; ++j) {
+            const int64_t w0 = bin_start(j, W, OW), w1 = bin_end(j, W, OW);
+            double s = 0.0;
+            for (int64_t h = h0; h < h1; ++h)
+              for (int64_t w = w0; w < w1; ++w) s += xp[h * W + w];
+            yp[i * OW + j] = T(s / double((h1 - h0) * (w1 - w0)));
+          }
+        }
+      }
+    });
+  });
+}
+
+// gx = the adjoint: each bin spreads gy / (bin area) over its pixels; bins may
+// overlap, so contributions add (overwrites gx).
+//   gy: [planes, OH, OW]   gx: [planes, H, W]
+void adaptive_avg_pool2d_backward(DType dt, const void* gy, void* gx, int64_t planes, int64_t H, int64_t W,
+                                  int64_t OH, int64_t OW, Stream) {
+  dispatch_float(dt, "adaptive_avg_pool2d_backward", [&](auto zero) {
+    using T = decltype(zero);
+    const T* pgy = static_cast<const T*>(gy);
+    T* pgx = static_cast<T*>(gx);
+    parallel_for(0, planes, grain_for(H * W + OH * OW), [&](int64_t lo, int64_t hi) {
+      for (int64_t plane = lo; plane < hi; ++plane) {
+        T* gxp = pgx + plane * H * W;
+        const T* gyp = pgy + plane * OH * OW;
+        if (OH == 1 && OW == 1) {
+          const T v = T(double(gyp[0]) / double(H * W));
+          for (int64_t i = 0; i < H * W; ++i) gxp[i] = v;
+          continue;
+        }
+        std::fill(gxp, gxp + H * W, T(0));
+        for (int64_t i = 0; i < OH; ++i) {
+          const int64_t h0 = bin_start(i, H, OH), h1 = bin_end(i, H, OH);
+          for (int64_t j = 0; j < OW; ++j) {
+            const int64_t w0 = bin_start(j, W, OW), w1 = bin_end(j, W, OW);
+            const T v = T(double(gyp[i * OW + j]) / double((h1 - h0) * (w1 - w0)));
+            for (int64_t h = h0; h < h1; ++h)
+              for (int64_t w = w0; w < w1; ++w) gxp[h * W + w] += v;
+          }
+        }
+      }
+    });
+  });
+}
+
+}  // namespace ember::cpu

@@ -1,0 +1,72 @@
+// ops/cpu/reduce.cpp — the reductions: sum of a whole array (ops::sum, the
+// loss mean) and the row-wise argmax (accuracy).
+//
+// sum accumulates in double over fixed blocks of kBlock elements and then adds
+// the block sums in order, so the result does not depend on the number of
+// threads.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "engine/parallel.h"
+#include "ops/cpu/cpu_kernels.h"
+
+namespace ember::cpu {
+
+namespace {
+constexpr int64_t kBlock = 1 << 14;  // elements per partial sum
+}
+
+// y[0] = sum of x                                           x: [n]  y: [1]
+void sum(DType dt, const void* x, void* y, int64_t n, Stream) {
+  dispatch_float(dt, "sum", [&](auto zero) {
+    using T = decltype(zero);
+    const T* __restrict px = static_cast<const T*>(x);
+    const int64_t blocks = (std::max<int64_t>(n, 0) + kBlock - 1) / kBlock;
+    std::vector<double> partial(size_t(blocks), 0.0);
+    parallel_for(0, blocks, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t blk = lo; blk < hi; ++blk) {
+        const int64_t b = blk * kBlock, e = std::min(n, b + kBlock);
+        double s = 0.0;
+#pragma omp simd reduction(+ : s)
+        for (int64_t i = b; i < e; ++i) s += px[i];
+        partial[size_t(blk)] = s;
+      }
+    });
+    double total = 0.0;
+    for (double p : partial) total += p;
+    static_cast<T*>(y)[0] = static_cast<T>(total);
+  });
+}
+
+// idx[r] = first index of the largest x[r, :]; a NaN counts as the largest
+// (as in PyTorch), so a row with NaN points at its first NaN.
+//   x: [rows, cols]   idx: i64 [rows]
+void argmax_rows(DType dt, const void* x, int64_t* idx, int64_t rows, int64_t cols, Stream) {
+  dispatch_float(dt, "argmax_rows", [&](auto zero) {
+    using T = decltype(zero);
+    const T* px = static_cast<const T*>(x);
+    parallel_for(0, rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, cols)), [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r) {
+        const T* row = px + r * cols;
+        int64_t best = 0;
+        T bv = cols > 0 ? row[0] : T(0);
+        if (!std::isnan(bv)) {
+          for (int64_t c = 1; c < cols; ++c) {
+            const T v = row[c];
+            if (v > bv) {
+              bv = v;
+              best = c;
+            } else if (std::isnan(v)) {
+              best = c;
+              break;
+            }
+          }
+        }
+        idx[r] = best;
+      }
+    });
+  });
+}
+
+}  // namespace ember::cpu

@@ -1,0 +1,109 @@
+// tests/op_harness.h — one generic checker for every differentiable op.
+//
+// Modelled on ggml's test-backend-ops and Caffe's gradient checker: an op
+// case names its inputs (shape, how to generate values, whether they are
+// differentiable), a `forward` that runs ember ops on Tensors, and a
+// `reference` that computes the expected outputs with a plain loop over
+// doubles, written independently from the kernels. check_op() then verifies,
+// on one backend:
+//   (a) the forward in f64 against the reference (tight) and in f32 (loose);
+//   (b) the f64 autograd gradients of L = sum(out[0] * R), R fixed random,
+//       against central finite differences of L through the ember forward;
+//   (c) the f32 autograd gradients against the f64 ones;
+// plus housekeeping: output shapes, inputs left unmodified by the forward,
+// gradients' shapes/dtypes/devices, nothing recorded under NoGradGuard.
+// On a non-CPU backend it also compares outputs and gradients with the CPU.
+//
+// The harness never calls a test framework: it returns a Report listing
+// every failure with the op, backend, dtype, input, element, expected and got
+// values, so a test can also assert that a broken op is caught.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/tensor.h"
+
+namespace ember::test {
+
+enum class Gen {
+  uniform,         // uniform in [lo, hi)
+  distinct,        // a random permutation of evenly spaced values in [lo, hi]: no ties (max pooling)
+  away_from_zero,  // magnitude uniform in [lo, hi] (0 < lo), random sign: no kink near 0 (relu)
+  grid,            // uniform multiples of 1/64 in [lo, hi]: exact in f32 and f64 (casts)
+  labels,          // integers in [0, classes)
+};
+
+struct InputSpec {
+  std::string name;
+  Shape shape;
+  Gen gen = Gen::uniform;
+  double lo = -1.0, hi = 1.0;
+  bool differentiable = true;
+  std::optional<DType> dtype;  // a fixed dtype (labels: i64); default: the float dtype under test
+  int64_t classes = 0;         // Gen::labels
+};
+
+// A differentiable float input.
+InputSpec input(std::string name, Shape shape, Gen gen = Gen::uniform, double lo = -1.0, double hi = 1.0);
+// A float input that is not differentiated (batch-norm running statistics).
+InputSpec constant(std::string name, Shape shape, Gen gen = Gen::uniform, double lo = -1.0, double hi = 1.0);
+// i64 class labels in [0, classes), not differentiable.
+InputSpec labels(std::string name, int64_t n, int64_t classes);
+
+using Values = std::vector<double>;
+
+struct RefOut {
+  Shape shape;
+  Values values;
+};
+
+struct Tolerance {
+  double f64_rtol = 1e-10, f64_atol = 1e-12;  // forward in f64 vs reference
+  double f32_rtol = 1e-4, f32_atol = 1e-5;    // forward in f32 vs reference; f32 vs f64 gradients
+  double fd_rtol = 1e-6, fd_atol = 1e-8;      // f64 autograd vs finite differences
+  // Absolute tolerances are scaled by max(1, largest magnitude of the
+  // expected tensor); fd_atol by max(1, sum |out[0] * R|), the size of L.
+};
+
+struct OpCase {
+  std::string name;
+  std::vector<InputSpec> inputs;
+  // Runs the op through ember. outputs[0] is differentiated; further outputs
+  // (e.g. updated running statistics) are checked forward only. Called many
+  // times (finite differences), so it must not mutate its inputs.
+  std::function<std::vector<Tensor>(const std::vector<Tensor>&)> forward;
+  // The expected outputs from the input values (labels as doubles), one
+  // RefOut per forward output.
+  std::function<std::vector<RefOut>(const std::vector<Values>&)> reference;
+  Tolerance tol{};
+  double fd_eps = 1e-6;
+  int64_t max_fd_elements = 0;  // per input, 0 = every element; otherwise a fixed random subset
+  bool check_out_dtype = true;  // outputs[0] must have the dtype under test (off for casts)
+};
+
+// A backend the ops run on. Today only the CPU; a CUDA backend and the
+// CPU-emulated CUDA backend (cuda/sim) are added by appending to backends().
+struct Backend {
+  std::string name;
+  Device device;
+  bool has_f64 = true;           // kernels accept f64 (needed for finite differences)
+  std::function<void()> select;  // optional: called before each run (e.g. to install a kernel table)
+};
+std::vector<Backend>& backends();
+
+struct Report {
+  std::string op, backend;
+  std::vector<std::string> failures;
+  int64_t values_checked = 0;  // compared values, a guard against checking nothing
+  double worst_ratio = 0;      // largest |diff| / tolerance seen (< 1 when passing), to judge margins
+  std::string worst_what;      // where it was seen
+  bool ok() const { return failures.empty(); }
+  std::string summary() const;  // one line per failure
+};
+
+Report check_op(const OpCase& c, const Backend& backend);
+
+}  // namespace ember::test
