@@ -1,13 +1,27 @@
-// ops/cpu/conv.cpp — im2col/col2im and the three convolution kernels on the CPU.
+// ops/cpu/conv.cpp — the three convolution kernels on the CPU.
 //
-// Convolution is lowered to GEMM one image at a time (Caffe's scheme):
+// Convolution is lowered to GEMM one image at a time. Two lowerings:
+//
+// Stride 1 ("padded grid", no im2col): zero-pad the image to [C, Hp, Wp] and
+// compute the output on the padded width, y'[k, p*Wp + q] for q < Wp, of
+// which the first Q columns of each row are the real output. On that grid,
+// row (c, r, s) of the column matrix is a contiguous window of the padded
+// image starting at c*Hp*Wp + r*Wp + s, so the GEMM packs its B panels
+// straight from the image, and the filter gradient reads its rows in place:
+//   forward          y'   [K, P*Wp]  = w [K, CRS] * window-rows(xpad)
+//   backward data    a forward convolution of gy with the flipped,
+//                    transposed filter and padding R-1-pad (no col2im)
+//   backward filter  gw  [K, CRS]  += gy' [K, P*Wp] * window-rows(xpad)^T
+// The extra Wp - Q columns cost (Wp - Q) / Q more arithmetic (7% at 28x28).
+//
+// Other strides (Caffe's scheme, im2col.h):
 //   forward          y[n]  [K, PQ]   = w [K, CRS] * col(x[n]) [CRS, PQ]
 //   backward data    gx[n] [C, H, W] = col2im( w^T [CRS, K] * gy[n] [K, PQ] )
-//   backward filter  gw    [K, CRS] += gy[n] [K, PQ] * col(x[n])^T [PQ, CRS]
-// Images are spread over the OpenMP threads, each with its own column
-// buffer (and its own gw partial, summed in a fixed order so results do not
-// depend on scheduling). A 1x1, stride-1, unpadded convolution skips
-// im2col: the image itself is the column matrix.
+//   backward filter  gw    [K, CRS] += gy[n] [K, PQ] * col(x[n])^T
+//
+// Images are spread over the OpenMP threads, each with its own buffers (and
+// its own gw partial, summed in a fixed order so results do not depend on
+// scheduling).
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -15,10 +29,7 @@
 #include "engine/parallel.h"
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/gemm.h"
-
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
+#include "ops/cpu/im2col.h"
 
 namespace ember::cpu {
 namespace {
@@ -26,81 +37,101 @@ namespace {
 bool is_pointwise(const Conv2dGeometry& g) {
   return g.R == 1 && g.S == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 && g.pad_w == 0;
 }
+bool is_stride1(const Conv2dGeometry& g) { return g.stride_h == 1 && g.stride_w == 1; }
 
-// Output columns q whose input column q*sw - pw + s lies inside [0, W): [lo, hi).
-inline void valid_q_range(const Conv2dGeometry& g, int64_t s, int64_t& lo, int64_t& hi) {
-  // q*sw - pw + s >= 0  <=>  q >= ceil((pw - s) / sw)
-  const int64_t a = g.pad_w - s;
-  lo = a <= 0 ? 0 : (a + g.stride_w - 1) / g.stride_w;
-  // q*sw - pw + s <= W - 1  <=>  q <= floor((W - 1 + pw - s) / sw)
-  const int64_t b = g.W - 1 + g.pad_w - s;
-  hi = b < 0 ? 0 : std::min(g.Q, b / g.stride_w + 1);
-  lo = std::min(lo, hi);
-}
-
-// x: [C, H, W] -> col: [C*R*S, P*Q]
-template <typename T>
-void im2col_image(const Conv2dGeometry& g, const T* __restrict x, T* __restrict col) {
-  const int64_t PQ = g.P * g.Q;
-  for (int64_t c = 0; c < g.C; ++c)
-    for (int64_t r = 0; r < g.R; ++r)
-      for (int64_t s = 0; s < g.S; ++s) {
-        T* row = col + ((c * g.R + r) * g.S + s) * PQ;
-        int64_t q_lo, q_hi;
-        valid_q_range(g, s, q_lo, q_hi);
-        for (int64_t p = 0; p < g.P; ++p) {
-          T* out = row + p * g.Q;
-          const int64_t h = p * g.stride_h - g.pad_h + r;
-          if (h < 0 || h >= g.H) {
-            std::memset(out, 0, sizeof(T) * size_t(g.Q));
-            continue;
-          }
-          const T* in = x + (c * g.H + h) * g.W - g.pad_w + s;
-          for (int64_t q = 0; q < q_lo; ++q) out[q] = T(0);
-          if (g.stride_w == 1)
-            std::memcpy(out + q_lo, in + q_lo, sizeof(T) * size_t(q_hi - q_lo));
-          else
-            for (int64_t q = q_lo; q < q_hi; ++q) out[q] = in[q * g.stride_w];
-          for (int64_t q = q_hi; q < g.Q; ++q) out[q] = T(0);
-        }
-      }
-}
-
-// col: [C*R*S, P*Q] -> x: [C, H, W] (sum of every column entry at its position)
-template <typename T>
-void col2im_image(const Conv2dGeometry& g, const T* __restrict col, T* __restrict x) {
-  const int64_t PQ = g.P * g.Q;
-  std::memset(x, 0, sizeof(T) * size_t(g.C * g.H * g.W));
-  for (int64_t c = 0; c < g.C; ++c)
-    for (int64_t r = 0; r < g.R; ++r)
-      for (int64_t s = 0; s < g.S; ++s) {
-        const T* row = col + ((c * g.R + r) * g.S + s) * PQ;
-        int64_t q_lo, q_hi;
-        valid_q_range(g, s, q_lo, q_hi);
-        for (int64_t p = 0; p < g.P; ++p) {
-          const int64_t h = p * g.stride_h - g.pad_h + r;
-          if (h < 0 || h >= g.H) continue;
-          const T* in = row + p * g.Q;
-          T* out = x + (c * g.H + h) * g.W - g.pad_w + s;
-          if (g.stride_w == 1)
-            for (int64_t q = q_lo; q < q_hi; ++q) out[q] += in[q];
-          else
-            for (int64_t q = q_lo; q < q_hi; ++q) out[q * g.stride_w] += in[q];
-        }
-      }
-}
-
-// One column buffer per thread, grown on demand.
-template <typename T>
-T* column_buffer(size_t n) {
+// Thread-local scratch buffers; Slot tells apart the ones used at once.
+enum class Slot { image, output, column };
+template <typename T, Slot slot>
+T* scratch(size_t n) {
   static thread_local std::vector<T> buf;
   if (buf.size() < n) buf.resize(n);
   return buf.data();
 }
 
+// ------------------------------------------------------------ padded grid
+
+// The padded image of G stacked images and the offsets of its window rows.
+//   xpad: [C, G*Hp, Wp] (image g in rows g*Hp .. g*Hp + Hp - 1 of every
+//   channel) followed by `slack` zeros, so that windows of the last rows may
+//   be read a whole panel past the end. Grid rows p = g*Hp + p' with p' < P
+//   are image g's output rows; the R-1 rows between images are junk.
+template <typename T>
+struct PaddedGrid {
+  int64_t G, Hp, Wp, rows, cols;    // rows = G*Hp - R + 1 grid rows; cols = rows * Wp GEMM columns
+  std::vector<int64_t> row_offset;  // [C*R*S]: start of window row (c, r, s)
+
+  PaddedGrid(const Conv2dGeometry& g, int64_t stack)
+      : G(stack), Hp(g.H + 2 * g.pad_h), Wp(g.W + 2 * g.pad_w), rows(stack * (g.H + 2 * g.pad_h) - g.R + 1),
+        cols(rows * Wp), row_offset(static_cast<size_t>(g.col_rows())) {
+    for (int64_t c = 0; c < g.C; ++c)
+      for (int64_t r = 0; r < g.R; ++r)
+        for (int64_t s = 0; s < g.S; ++s)
+          row_offset[size_t((c * g.R + r) * g.S + s)] = (c * G * Hp + r) * Wp + s;
+  }
+  size_t padded_size(const Conv2dGeometry& g) const {
+    return size_t(g.C * G * Hp * Wp + g.S + gemm_panel_width<T>());
+  }
+
+  // count (<= G) images x: [count, C, H, W] -> xpad (zero border, slack, and zero missing images)
+  void pad(const Conv2dGeometry& g, const T* x, int64_t count, T* xpad) const {
+    const size_t total = padded_size(g);
+    if (G == 1 && g.pad_h == 0 && g.pad_w == 0) {
+      std::memcpy(xpad, x, sizeof(T) * size_t(g.C * g.H * g.W));
+      std::memset(xpad + g.C * g.H * g.W, 0, sizeof(T) * (total - size_t(g.C * g.H * g.W)));
+      return;
+    }
+    std::memset(xpad, 0, sizeof(T) * total);
+    for (int64_t i = 0; i < count; ++i)
+      for (int64_t c = 0; c < g.C; ++c)
+        for (int64_t h = 0; h < g.H; ++h)
+          std::memcpy(xpad + ((c * G + i) * Hp + h + g.pad_h) * Wp + g.pad_w, x + ((i * g.C + c) * g.H + h) * g.W,
+                      sizeof(T) * size_t(g.W));
+  }
+
+  // B panels of the window rows [k0, k0 + kc) x grid columns [j0, j0 + nc).
+  // Columns of the last panel past nc are read from the slack / following
+  // rows: their products land in accumulator lanes the GEMM never stores.
+  void pack(const T* xpad, int64_t k0, int64_t kc, int64_t j0, int64_t nc, T* dst) const {
+    constexpr int NR = gemm_panel_width<T>();
+    for (int64_t jp = 0; jp < nc; jp += NR) {
+      T* panel = dst + jp * kc;
+      for (int64_t k = 0; k < kc; ++k)
+        std::memcpy(panel + k * NR, xpad + row_offset[size_t(k0 + k)] + j0 + jp, sizeof(T) * NR);
+    }
+  }
+};
+
+// y[n] from x[n] on the padded grid (stride 1).   x: [C, H, W]  w: [K, CRS]  y: [K, P, Q]
+template <typename T>
+void forward_image_grid(const Conv2dGeometry& g, const PaddedGrid<T>& grid, const T* x, const T* w, T* y) {
+  T* xpad = scratch<T, Slot::image>(grid.padded_size(g));
+  grid.pad(g, x, 1, xpad);
+  const bool dense = grid.Wp == g.Q;  // no extra columns: write y directly
+  T* out = dense ? y : scratch<T, Slot::output>(size_t(g.K * grid.cols));
+  const PackB<T> pack = [&](int64_t k0, int64_t kc, int64_t j0, int64_t nc, T* dst) {
+    grid.pack(xpad, k0, kc, j0, nc, dst);
+  };
+  gemm_serial_packed<T>(false, g.K, grid.cols, g.col_rows(), T(1), w, g.col_rows(), pack, T(0), out, grid.cols);
+  if (dense) return;
+  for (int64_t k = 0; k < g.K; ++k)
+    for (int64_t p = 0; p < g.P; ++p)
+      std::memcpy(y + (k * g.P + p) * g.Q, out + k * grid.cols + p * grid.Wp, sizeof(T) * size_t(g.Q));
+}
+
+// ------------------------------------------------------------- im2col path
+
+template <typename T>
+void forward_image_im2col(const Conv2dGeometry& g, const T* x, const T* w, T* y, bool parallel_gemm) {
+  const int64_t CRS = g.col_rows(), PQ = g.col_cols();
+  T* col = scratch<T, Slot::column>(size_t(CRS * PQ));
+  im2col_image(g, x, col);
+  auto mm = parallel_gemm ? gemm_parallel<T> : gemm_serial<T>;
+  mm(false, false, g.K, PQ, CRS, T(1), w, CRS, col, PQ, T(0), y, PQ);
+}
+
 // Runs image(n, parallel_gemm) for every image: images spread over the
 // threads when there are enough of them, else one at a time with the GEMM
-// itself parallel.
+// itself parallel (the padded-grid path then runs serially).
 template <typename F>
 void for_each_image(int64_t N, F&& image) {
   if (N >= num_threads()) {
@@ -112,31 +143,52 @@ void for_each_image(int64_t N, F&& image) {
   }
 }
 
+// ----------------------------------------------------------------- kernels
+
 template <typename T>
 void conv_forward(const Conv2dGeometry& g, const T* x, const T* w, T* y) {
-  const int64_t CRS = g.col_rows(), PQ = g.col_cols(), CHW = g.C * g.H * g.W;
-  for_each_image(g.N, [&](int64_t n, bool parallel_gemm) {
-    const T* col = x + n * CHW;
-    if (!is_pointwise(g)) {
-      T* buf = column_buffer<T>(size_t(CRS * PQ));
-      im2col_image(g, x + n * CHW, buf);
-      col = buf;
-    }
-    auto mm = parallel_gemm ? gemm_parallel<T> : gemm_serial<T>;
-    mm(false, false, g.K, PQ, CRS, T(1), w, CRS, col, PQ, T(0), y + n * g.K * PQ, PQ);
-  });
+  const int64_t CHW = g.C * g.H * g.W, KPQ = g.K * g.P * g.Q;
+  if (is_pointwise(g)) {  // the image is the column matrix
+    for_each_image(g.N, [&](int64_t n, bool par) {
+      auto mm = par ? gemm_parallel<T> : gemm_serial<T>;
+      mm(false, false, g.K, g.H * g.W, g.C, T(1), w, g.C, x + n * CHW, g.H * g.W, T(0), y + n * KPQ, g.H * g.W);
+    });
+  } else if (is_stride1(g)) {
+    const PaddedGrid<T> grid(g, 1);
+    for_each_image(g.N, [&](int64_t n, bool) { forward_image_grid(g, grid, x + n * CHW, w, y + n * KPQ); });
+  } else {
+    for_each_image(g.N, [&](int64_t n, bool par) { forward_image_im2col(g, x + n * CHW, w, y + n * KPQ, par); });
+  }
 }
 
 template <typename T>
 void conv_backward_data(const Conv2dGeometry& g, const T* gy, const T* w, T* gx) {
   const int64_t CRS = g.col_rows(), PQ = g.col_cols(), CHW = g.C * g.H * g.W;
-  for_each_image(g.N, [&](int64_t n, bool parallel_gemm) {
-    auto mm = parallel_gemm ? gemm_parallel<T> : gemm_serial<T>;
-    if (is_pointwise(g)) {  // gx[n] = w^T gy[n] directly
+  if (is_pointwise(g)) {  // gx[n] = w^T gy[n]
+    for_each_image(g.N, [&](int64_t n, bool par) {
+      auto mm = par ? gemm_parallel<T> : gemm_serial<T>;
       mm(true, false, g.C, PQ, g.K, T(1), w, CRS, gy + n * g.K * PQ, PQ, T(0), gx + n * CHW, PQ);
-      return;
-    }
-    T* dcol = column_buffer<T>(size_t(CRS * PQ));
+    });
+    return;
+  }
+  if (is_stride1(g) && g.pad_h <= g.R - 1 && g.pad_w <= g.S - 1) {
+    // gx = conv(gy, flip(w)^T) with padding R-1-pad: a stride-1 forward.
+    //   wf[c, k, r, s] = w[k, c, R-1-r, S-1-s]
+    std::vector<T> wf(static_cast<size_t>(g.K * CRS));
+    for (int64_t k = 0; k < g.K; ++k)
+      for (int64_t c = 0; c < g.C; ++c)
+        for (int64_t r = 0; r < g.R; ++r)
+          for (int64_t s = 0; s < g.S; ++s)
+            wf[size_t(((c * g.K + k) * g.R + r) * g.S + s)] =
+                w[((k * g.C + c) * g.R + (g.R - 1 - r)) * g.S + (g.S - 1 - s)];
+    const Conv2dGeometry gt = make_conv2d_geometry(g.N, g.K, g.P, g.Q, g.C, g.R, g.S, 1, 1, g.R - 1 - g.pad_h,
+                                                   g.S - 1 - g.pad_w);
+    conv_forward(gt, gy, wf.data(), gx);
+    return;
+  }
+  for_each_image(g.N, [&](int64_t n, bool par) {
+    auto mm = par ? gemm_parallel<T> : gemm_serial<T>;
+    T* dcol = scratch<T, Slot::column>(size_t(CRS * PQ));
     mm(true, false, CRS, PQ, g.K, T(1), w, CRS, gy + n * g.K * PQ, PQ, T(0), dcol, PQ);
     col2im_image(g, dcol, gx + n * CHW);
   });
@@ -145,27 +197,57 @@ void conv_backward_data(const Conv2dGeometry& g, const T* gy, const T* w, T* gx)
 template <typename T>
 void conv_backward_filter(const Conv2dGeometry& g, const T* x, const T* gy, T* gw) {
   const int64_t CRS = g.col_rows(), PQ = g.col_cols(), CHW = g.C * g.H * g.W, KCRS = g.K * CRS;
-  const int threads = std::max(1, std::min<int>(num_threads(), int(g.N)));
-  // partial[t]: thread t's sum over its contiguous share of the images.
-  std::vector<std::vector<T>> partial(static_cast<size_t>(threads));
-  auto accumulate = [&](int t, int64_t n0, int64_t n1) {
-    std::vector<T>& acc = partial[size_t(t)];
-    acc.assign(size_t(KCRS), T(0));
-    for (int64_t n = n0; n < n1; ++n) {
-      const T* col = x + n * CHW;
+  const bool grid_path = is_stride1(g) && !is_pointwise(g);
+  // Small images are stacked so each dot product of the GEMM runs over
+  // at least ~512 grid columns.
+  const int64_t plane = (g.H + 2 * g.pad_h) * (g.W + 2 * g.pad_w);
+  const int64_t stack = grid_path ? std::clamp<int64_t>((512 + plane - 1) / plane, 1, 16) : 1;
+  const PaddedGrid<T> grid(g, stack);
+
+  // acc += sum over images [n0, n0 + count) of gy[n] * col(x[n])^T.
+  auto images = [&](int64_t n0, int64_t count, T* acc) {
+    const T* gyn = gy + n0 * g.K * PQ;
+    const T* xn = x + n0 * CHW;
+    if (grid_path) {
+      T* xpad = scratch<T, Slot::image>(grid.padded_size(g));
+      grid.pad(g, xn, count, xpad);
+      // gy on the grid: junk rows and extra columns are zero so they add nothing.
+      T* gyg = scratch<T, Slot::output>(size_t(g.K * grid.cols));
+      std::memset(gyg, 0, sizeof(T) * size_t(g.K * grid.cols));
+      for (int64_t i = 0; i < count; ++i)
+        for (int64_t k = 0; k < g.K; ++k)
+          for (int64_t p = 0; p < g.P; ++p)
+            std::memcpy(gyg + k * grid.cols + (i * grid.Hp + p) * grid.Wp, gyn + ((i * g.K + k) * g.P + p) * g.Q,
+                        sizeof(T) * size_t(g.Q));
+      std::vector<const T*> rows(static_cast<size_t>(CRS));
+      for (int64_t r = 0; r < CRS; ++r) rows[size_t(r)] = xpad + grid.row_offset[size_t(r)];
+      gemm_nt_rows<T>(g.K, CRS, grid.cols, T(1), gyg, grid.cols, rows.data(), T(1), acc, CRS);
+      return;
+    }
+    for (int64_t i = 0; i < count; ++i) {
+      const T* col = xn + i * CHW;  // a pointwise convolution's image is its column matrix
       if (!is_pointwise(g)) {
-        T* buf = column_buffer<T>(size_t(CRS * PQ));
-        im2col_image(g, x + n * CHW, buf);
+        T* buf = scratch<T, Slot::column>(size_t(CRS * PQ));
+        im2col_image(g, xn + i * CHW, buf);
         col = buf;
       }
-      gemm_serial<T>(false, true, g.K, CRS, PQ, T(1), gy + n * g.K * PQ, PQ, col, PQ, T(1), acc.data(), CRS);
+      gemm_serial<T>(false, true, g.K, CRS, PQ, T(1), gyn + i * g.K * PQ, PQ, col, PQ, T(1), acc, CRS);
     }
   };
+
+  // partial[t]: thread t's sum over its contiguous share of the images.
+  const int threads = std::max(1, std::min<int>(num_threads(), int(g.N)));
+  std::vector<std::vector<T>> partial(static_cast<size_t>(threads));
   const int64_t per = (g.N + threads - 1) / threads;
 #if defined(_OPENMP)
 #pragma omp parallel for num_threads(threads) schedule(static, 1)
 #endif
-  for (int t = 0; t < threads; ++t) accumulate(t, std::min(g.N, t * per), std::min(g.N, (t + 1) * per));
+  for (int t = 0; t < threads; ++t) {
+    std::vector<T>& acc = partial[size_t(t)];
+    acc.assign(size_t(KCRS), T(0));
+    const int64_t end = std::min(g.N, (t + 1) * per);
+    for (int64_t n = t * per; n < end; n += stack) images(n, std::min(stack, end - n), acc.data());
+  }
   // Fixed-order reduction of the partials.
   parallel_for(0, KCRS, 4096, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
@@ -177,20 +259,6 @@ void conv_backward_filter(const Conv2dGeometry& g, const T* x, const T* gy, T* g
 }
 
 }  // namespace
-
-void im2col(DType dt, const Conv2dGeometry& g, const void* x, void* col, Stream) {
-  dispatch_float(dt, "im2col", [&](auto zero) {
-    using T = decltype(zero);
-    im2col_image(g, static_cast<const T*>(x), static_cast<T*>(col));
-  });
-}
-
-void col2im(DType dt, const Conv2dGeometry& g, const void* col, void* x, Stream) {
-  dispatch_float(dt, "col2im", [&](auto zero) {
-    using T = decltype(zero);
-    col2im_image(g, static_cast<const T*>(col), static_cast<T*>(x));
-  });
-}
 
 void conv2d_forward(DType dt, const Conv2dGeometry& g, const void* x, const void* w, void* y, Stream) {
   dispatch_float(dt, "conv2d_forward", [&](auto zero) {

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "engine/parallel.h"
 #include "ops/cpu/cpu_kernels.h"
@@ -28,7 +29,7 @@ template <> struct Vec<double> { using type = f64x8; static constexpr int lanes 
 
 // Register tile: MR rows x NR columns, NR = two vectors.
 constexpr int kMR = 8;
-template <typename T> constexpr int kNR = 2 * Vec<T>::lanes;
+template <typename T> constexpr int kNR = gemm_panel_width<T>();
 // Cache blocks (elements): the packed B block stays in L2, an A panel in L1.
 constexpr int64_t kKC = 256;
 constexpr int64_t kMC = 128;
@@ -197,9 +198,9 @@ inline T reduce_add(const typename Vec<T>::type& v) {
 // inner dimension, as a 4 x 4 block of dot products with vectors along k.
 // No packing: this is the shape of the filter gradient (M, N small, K long),
 // where packing the transposed operand would cost more than the arithmetic.
-//   A: [M, K] (lda)   B: [N, K] (ldb)   C: [M, N] (ldc)
+//   A: [M, K] (lda)   B: N rows of K, row j at b_rows[j]   C: [M, N] (ldc)
 template <typename T>
-void gemm_nt_dot(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B, int64_t ldb, T beta,
+void nt_dot_rows(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* const* b_rows, T beta,
                  T* C, int64_t ldc) {
   using V = typename Vec<T>::type;
   constexpr int L = Vec<T>::lanes;
@@ -210,7 +211,7 @@ void gemm_nt_dot(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t l
     for (int i = 0; i < B4; ++i) a[i] = A + std::min(i0 + i, M - 1) * lda;  // clamp: extra rows discarded
     for (int64_t j0 = 0; j0 < N; j0 += B4) {
       const T* b[B4];
-      for (int j = 0; j < B4; ++j) b[j] = B + std::min(j0 + j, N - 1) * ldb;
+      for (int j = 0; j < B4; ++j) b[j] = b_rows[std::min(j0 + j, N - 1)];
       V acc[B4][B4];
       for (int i = 0; i < B4; ++i)
         for (int j = 0; j < B4; ++j) acc[i][j] = V{};
@@ -246,32 +247,21 @@ void gemm_nt_dot(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t l
   }
 }
 
-}  // namespace
-
+// The Goto loop nest over blocks, with op(B) supplied by a packer.
 template <typename T>
-void gemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
-                 const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
-  if (M <= 0 || N <= 0) return;
-  if (K <= 0 || alpha == T(0)) {
-    scale_c(M, N, beta, C, ldc);
-    return;
-  }
-  if (!trans_a && trans_b && K >= 8 * int64_t(Vec<T>::lanes) && M * N <= 64 * K) {
-    gemm_nt_dot(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    return;
-  }
+void gemm_blocked(bool trans_a, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+                  const PackB<T>& pack, T beta, T* C, int64_t ldc) {
   constexpr int NR = kNR<T>;
   static thread_local Scratch<T> a_buf, b_buf;
   const int64_t kc_max = std::min(K, kKC);
   T* bp = b_buf.get(size_t(kc_max * ((std::min(N, kNC) + NR - 1) / NR * NR)));
   T* ap = a_buf.get(size_t(kc_max * ((std::min(M, kMC) + kMR - 1) / kMR * kMR)));
-
   for (int64_t jc = 0; jc < N; jc += kNC) {
     const int64_t nc = std::min(kNC, N - jc);
     for (int64_t pc = 0; pc < K; pc += kKC) {
       const int64_t kc = std::min(kKC, K - pc);
       const T beta_here = pc == 0 ? beta : T(1);
-      pack_b(trans_b, trans_b ? B + jc * ldb + pc : B + pc * ldb + jc, ldb, kc, nc, bp);
+      pack(pc, kc, jc, nc, bp);
       for (int64_t ic = 0; ic < M; ic += kMC) {
         const int64_t mc = std::min(kMC, M - ic);
         pack_a(trans_a, trans_a ? A + pc * lda + ic : A + ic * lda + pc, lda, mc, kc, ap);
@@ -285,6 +275,50 @@ void gemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T 
       }
     }
   }
+}
+
+}  // namespace
+
+template <typename T>
+void gemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+                 const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0 || alpha == T(0)) {
+    scale_c(M, N, beta, C, ldc);
+    return;
+  }
+  if (!trans_a && trans_b && K >= 8 * int64_t(Vec<T>::lanes) && M * N <= 64 * K) {
+    std::vector<const T*> rows(static_cast<size_t>(N));
+    for (int64_t j = 0; j < N; ++j) rows[size_t(j)] = B + j * ldb;
+    nt_dot_rows(M, N, K, alpha, A, lda, rows.data(), beta, C, ldc);
+    return;
+  }
+  const PackB<T> pack = [&](int64_t k0, int64_t kc, int64_t j0, int64_t nc, T* dst) {
+    pack_b(trans_b, trans_b ? B + j0 * ldb + k0 : B + k0 * ldb + j0, ldb, kc, nc, dst);
+  };
+  gemm_blocked(trans_a, M, N, K, alpha, A, lda, pack, beta, C, ldc);
+}
+
+template <typename T>
+void gemm_serial_packed(bool trans_a, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+                        const PackB<T>& pack_b, T beta, T* C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0 || alpha == T(0)) {
+    scale_c(M, N, beta, C, ldc);
+    return;
+  }
+  gemm_blocked(trans_a, M, N, K, alpha, A, lda, pack_b, beta, C, ldc);
+}
+
+template <typename T>
+void gemm_nt_rows(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* const* b_rows, T beta,
+                  T* C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0 || alpha == T(0)) {
+    scale_c(M, N, beta, C, ldc);
+    return;
+  }
+  nt_dot_rows(M, N, K, alpha, A, lda, b_rows, beta, C, ldc);
 }
 
 template <typename T>
@@ -306,14 +340,18 @@ void gemm_parallel(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
   });
 }
 
-template void gemm_serial<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*,
-                                 int64_t, float, float*, int64_t);
-template void gemm_serial<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t,
-                                  const double*, int64_t, double, double*, int64_t);
-template void gemm_parallel<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
-                                   const float*, int64_t, float, float*, int64_t);
-template void gemm_parallel<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t,
-                                    const double*, int64_t, double, double*, int64_t);
+#define EMBER_GEMM_INSTANTIATE(T)                                                                       \
+  template void gemm_serial<T>(bool, bool, int64_t, int64_t, int64_t, T, const T*, int64_t, const T*, int64_t, T, \
+                               T*, int64_t);                                                                  \
+  template void gemm_parallel<T>(bool, bool, int64_t, int64_t, int64_t, T, const T*, int64_t, const T*, int64_t, \
+                                 T, T*, int64_t);                                                             \
+  template void gemm_serial_packed<T>(bool, int64_t, int64_t, int64_t, T, const T*, int64_t, const PackB<T>&, T, \
+                                      T*, int64_t);                                                           \
+  template void gemm_nt_rows<T>(int64_t, int64_t, int64_t, T, const T*, int64_t, const T* const*, T, T*, int64_t);
+EMBER_GEMM_INSTANTIATE(float)
+EMBER_GEMM_INSTANTIATE(double)
+#undef EMBER_GEMM_INSTANTIATE
+
 
 void gemm(DType dt, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const void* A,
           int64_t lda, const void* B, int64_t ldb, double beta, void* C, int64_t ldc, Stream) {
