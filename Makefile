@@ -113,11 +113,13 @@ test: deps
 	@$(MAKE) --no-print-directory -j$(NPROC) all
 	@bash tests/run_tests.sh $(TEST_BIN)
 
-# Train ResNet-20 on Fashion-MNIST with the defaults of train_resnet.
+# Train ResNet-20 on Fashion-MNIST with the defaults of train_resnet,
+# checkpointing every epoch under build/checkpoints/.
 TRAIN_ARGS ?=
 train: deps
 	@$(MAKE) --no-print-directory -j$(NPROC) all
-	$(BUILD)/train_resnet --network resnet --num-layers 20 --dataset fashion-mnist $(TRAIN_ARGS)
+	$(BUILD)/train_resnet --network resnet --num-layers 20 --dataset fashion-mnist \
+	  --model-prefix $(BUILD)/checkpoints/resnet20-fashion-mnist $(TRAIN_ARGS)
 
 clean:
 	rm -rf $(BUILD)

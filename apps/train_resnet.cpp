@@ -33,12 +33,13 @@ struct Settings {
   std::string dataset = "fashion-mnist";
   std::string data_dir = data::kFashionMnistDir;
   int64_t num_examples = 0;
+  int64_t num_val_examples = 0;
   bool random_crop = true;
   bool random_mirror = true;
   int pad_size = 2;
   // optimisation
   int64_t batch_size = 128;
-  int num_epochs = 12;
+  int num_epochs = 10;
   double lr = 0.2;
   double mom = 0.9;
   double wd = 5e-4;
@@ -69,6 +70,7 @@ void declare(apps::Flags& f, Settings& s) {
   f.add("dataset", &s.dataset, "data set (fashion-mnist)");
   f.add("data-dir", &s.data_dir, "directory with the data set's files");
   f.add("num-examples", &s.num_examples, "train on the first N training images only (0: all)");
+  f.add("num-val-examples", &s.num_val_examples, "validate on the first N test images only (0: all)");
   f.add("random-crop", &s.random_crop, "random crop after zero padding by --pad-size");
   f.add("random-mirror", &s.random_mirror, "random horizontal flip");
   f.add("pad-size", &s.pad_size, "padding for --random-crop, in pixels");
@@ -118,6 +120,7 @@ void validate(const Settings& s) {
   EMBER_CHECK(s.disp_batches > 0, "--disp-batches must be positive");
   EMBER_CHECK(s.pad_size >= 0, "--pad-size must be >= 0");
   EMBER_CHECK(s.num_examples >= 0, "--num-examples must be >= 0");
+  EMBER_CHECK(s.num_val_examples >= 0, "--num-val-examples must be >= 0");
   EMBER_CHECK(s.load_epoch >= 0, "--load-epoch must be >= 0");
   EMBER_CHECK(s.load_epoch == 0 || !s.model_prefix.empty(), "--load-epoch needs --model-prefix");
   EMBER_CHECK(s.threads >= 0, "--threads must be >= 0");
@@ -168,8 +171,10 @@ int run(int argc, char** argv) {
   }
 
   data::ImageSet train_set = data::load_fashion_mnist(s.data_dir, true);
-  const data::ImageSet val_set = data::load_fashion_mnist(s.data_dir, false);
+  data::ImageSet val_set = data::load_fashion_mnist(s.data_dir, false);
   if (s.num_examples > 0 && s.num_examples < train_set.count) train_set = data::subset(train_set, 0, s.num_examples);
+  if (s.num_val_examples > 0 && s.num_val_examples < val_set.count)
+    val_set = data::subset(val_set, 0, s.num_val_examples);
   EMBER_CHECK(s.num_classes == 0 || s.num_classes == train_set.num_classes, "--num-classes ", s.num_classes,
               " does not match ", train_set.name, "'s ", train_set.num_classes, " classes");
   cfg.num_classes = train_set.num_classes;

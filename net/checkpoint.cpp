@@ -34,15 +34,15 @@ std::map<std::string, std::string> load_model(const std::string& path, Module& m
   for (auto& [name, t] : model.state()) {
     expected.insert(name);
     const Tensor* src = file.find(name);
-    EMBER_CHECK(src, path, ": missing tensor '", name, "' (the file does not match this model; check --num-layers",
+    EMBER_CHECK(src, path, ": missing tensor \"", name, "\" (the file does not match this model; check --num-layers",
                 " and --num-classes)");
-    EMBER_CHECK(src->shape() == t->shape(), path, ": tensor '", name, "' has shape ", src->shape().str(),
+    EMBER_CHECK(src->shape() == t->shape(), path, ": tensor \"", name, "\" has shape ", src->shape().str(),
                 ", the model expects ", t->shape().str());
-    EMBER_CHECK(src->dtype() == t->dtype(), path, ": tensor '", name, "' is ", dtype_name(src->dtype()),
+    EMBER_CHECK(src->dtype() == t->dtype(), path, ": tensor \"", name, "\" is ", dtype_name(src->dtype()),
                 ", the model expects ", dtype_name(t->dtype()));
   }
   for (auto& [name, t] : file.tensors)
-    EMBER_CHECK(expected.count(name), path, ": unexpected tensor '", name, "' that this model does not have");
+    EMBER_CHECK(expected.count(name), path, ": unexpected tensor \"", name, "\" that this model does not have");
   // All checks passed: only now overwrite the model.
   for (auto& [name, t] : model.state()) t->copy_from(*file.find(name));
   return file.metadata;

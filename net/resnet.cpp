@@ -30,8 +30,9 @@ std::array<int, 4> imagenet_stages(int depth) {
 
 }  // namespace
 
-bool is_cifar_depth(int n) { return n >= 8 && (n - 2) % 6 == 0; }
 bool is_imagenet_depth(int n) { return n == 18 || n == 34 || n == 50 || n == 101 || n == 152; }
+// 6n+2, except the ImageNet depths 50 and 152 that also have that form.
+bool is_cifar_depth(int n) { return n >= 8 && (n - 2) % 6 == 0 && !is_imagenet_depth(n); }
 
 BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, DType dtype) {
   conv1 = register_module("conv1", std::make_shared<Conv2d>(in_planes, planes, 3, stride, 1, false, dtype));

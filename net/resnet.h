@@ -33,7 +33,8 @@ struct ResNetConfig {
   DType dtype = DType::f32;
 };
 
-// True for the depths make_resnet accepts.
+// The depths ResNet accepts: ImageNet-style 18, 34, 50, 101, 152, and
+// CIFAR-style 6n+2 other than those (8, 14, 20, 26, 32, 44, 56, 110, ...).
 bool is_cifar_depth(int num_layers);
 bool is_imagenet_depth(int num_layers);
 

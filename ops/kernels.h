@@ -17,6 +17,11 @@
 // - Output buffers are overwritten unless the comment says "accumulates".
 // - A kernel given a dtype it does not support throws ember::Error (host
 //   side; nothing is thrown from device code).
+// - NaN follows PyTorch: relu and max-pooling propagate it, argmax_rows and
+//   max_pool2d pick it as the largest value. Ties in argmax_rows and in a
+//   max-pool window go to the first element in scan order.
+// - In-place use: elementwise kernels (add, axpby, relu_*) accept outputs that
+//   are exactly their inputs (same pointer), never partial overlaps.
 #pragma once
 #include <cstdint>
 
@@ -71,7 +76,7 @@ struct Kernels {
   const char* name;  // "cpu", "cuda", "cuda-sim"
 
   // ---------------------------------------------------------------- memory
-  // y[i] = value                                              y: [n]
+  // y[i] = value, for every dtype (integers take the truncated value)  y: [n]
   void (*fill)(DType dt, void* y, int64_t n, double value, Stream stream);
   // y[i] = (dst_dt) x[i]; any float type to any float type   x, y: [n]
   void (*cast)(DType src_dt, const void* x, DType dst_dt, void* y, int64_t n, Stream stream);
@@ -128,6 +133,8 @@ struct Kernels {
   // Training: batch statistics over (N, HW) per channel, biased variance for
   // normalising, unbiased variance into the running average:
   //   running = (1 - momentum) * running + momentum * batch
+  // (with a single value per channel the biased variance is used; the op
+  // rejects that case before calling).
   // save_mean/save_invstd ([C]) are what backward needs.
   //   x, y: [N, C, HW]   gamma, beta, running_mean, running_var, save_mean, save_invstd: [C]
   void (*batch_norm_forward_train)(DType dt, const void* x, const void* gamma, const void* beta, void* y,
@@ -194,7 +201,8 @@ struct Kernels {
 
   // ---------------------------------------------------------------- random
   // Element i takes Philox (seed, block offset + i/4, stream 0), word i%4:
-  //   y = lo + (hi - lo) * u,  u in [0, 1)                  y: [n]
+  //   y = lo + (hi - lo) * u,  u in [0, 1), computed in double and rounded
+  //   once (so an f32 y may round up to hi)                  y: [n]
   void (*random_uniform)(DType dt, void* y, int64_t n, uint64_t seed, uint64_t offset, double lo, double hi,
                          Stream stream);
   // Elements 2j, 2j+1 take block offset + j: Box-Muller of words 0 and 1.

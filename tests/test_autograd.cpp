@@ -3,6 +3,8 @@
 // mode, release of saved tensors, detach and cut paths, and the errors.
 #include <doctest/doctest.h>
 
+#include "tests/test_helpers.h"
+
 #include <memory>
 #include <string>
 #include <thread>
@@ -14,6 +16,7 @@
 using namespace ember;
 
 namespace {
+using ember::testing::expect_error;
 
 Tensor leaf(const std::vector<double>& v, const Shape& s, DType dt = DType::f64) {
   Tensor t = Tensor::from_vector(v, s, dt);
@@ -26,17 +29,6 @@ std::vector<double> grad_of(const Tensor& t) {
   return t.grad().to_double_vector();
 }
 
-template <typename F>
-void expect_error(F&& f, const std::string& substring) {
-  try {
-    f();
-    FAIL_CHECK("expected an ember::Error containing '" << substring << "', nothing was thrown");
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    CHECK_MESSAGE(what.find(substring) != std::string::npos,
-                  "error '" << what << "' does not contain '" << substring << "'");
-  }
-}
 
 }  // namespace
 

@@ -3,6 +3,8 @@
 // (crop + flip) against a padded-image reference, and the BatchIterator's
 // epoch order, sharding, determinism and batch shapes.
 #include <doctest/doctest.h>
+
+#include "tests/test_helpers.h"
 #include <unistd.h>
 #include <zlib.h>
 
@@ -32,16 +34,7 @@ namespace {
 
 using Bytes = std::vector<uint8_t>;
 
-// The message of the ember::Error f throws, or "<no error>".
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using ember::testing::error_of;
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 

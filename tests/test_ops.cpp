@@ -7,6 +7,8 @@
 // cross-entropy directly), independent of ops/ and ops/cpu/.
 #include <doctest/doctest.h>
 
+#include "tests/test_helpers.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -30,6 +32,7 @@ using Refs = std::vector<RefOut>;
 using InVals = std::vector<Values>;
 
 namespace {
+using ember::testing::expect_error;
 
 // ------------------------------------------------------------------ references
 
@@ -189,17 +192,6 @@ void run_cases(const std::vector<OpCase>& cases) {
     }
 }
 
-template <typename F>
-void expect_error(F&& f, const std::string& substring) {
-  try {
-    f();
-    FAIL_CHECK("expected an ember::Error containing '" << substring << "', nothing was thrown");
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    CHECK_MESSAGE(what.find(substring) != std::string::npos,
-                  "error '" << what << "' does not contain '" << substring << "'");
-  }
-}
 
 // ------------------------------------------------------------------ conv cases
 

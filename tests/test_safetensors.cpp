@@ -3,6 +3,8 @@
 // hostile files) and the atomic file writer.
 #include <doctest/doctest.h>
 
+#include "tests/test_helpers.h"
+
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -25,21 +27,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The message of the ember::Error that f throws; fails the test when f throws
-// nothing (returns "<no error>") or throws anything else.
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    FAIL_CHECK("threw a non-ember exception: " << e.what());
-    return "<other exception>";
-  }
-  FAIL_CHECK("expected an ember::Error, nothing was thrown");
-  return "<no error>";
-}
+using ember::testing::error_of;
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 

@@ -2,6 +2,8 @@
 // and the Philox generator (engine/rng.h).
 #include <doctest/doctest.h>
 
+#include "tests/test_helpers.h"
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -15,18 +17,8 @@
 using namespace ember;
 
 namespace {
+using ember::testing::expect_error;
 
-template <typename F>
-void expect_error(F&& f, const std::string& substring) {
-  try {
-    f();
-    FAIL_CHECK("expected an ember::Error containing '" << substring << "', nothing was thrown");
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    CHECK_MESSAGE(what.find(substring) != std::string::npos,
-                  "error '" << what << "' does not contain '" << substring << "'");
-  }
-}
 
 const DType kAllDTypes[] = {DType::f32, DType::f64, DType::f16, DType::i32, DType::i64, DType::u8};
 

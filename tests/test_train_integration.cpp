@@ -1,0 +1,129 @@
+// tests/test_train_integration.cpp — end to end on real data: a small ResNet
+// trained on Fashion-MNIST (Debian's dataset-fashion-mnist) through the same
+// fit() loop train_resnet uses, then checkpointed and resumed.
+//
+// Budget: 5,000 training images, 1,000 test images, ResNet-14 (CIFAR-style),
+// batch 32, cosine learning rate from 0.05, no augmentation. ONE epoch of 5k
+// images reaches only 75-79% here, and PyTorch 1.13 with the same model and
+// recipe measured the same (77-79% over 4 seeds; wider nets, Adam, other
+// learning rates did not pass 80%), so the test trains THREE epochs over the
+// same 5k images (83.5-85.5% measured over 3 seeds, ~17 s on 2 cores) and
+// asserts >= 80% on the first 1k test images.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "apps/common/fit.h"
+#include "data/fashion_mnist.h"
+#include "net/checkpoint.h"
+#include "net/resnet.h"
+
+namespace {
+
+using namespace ember;
+
+net::ResNetConfig small_resnet_config() {
+  net::ResNetConfig cfg;
+  cfg.num_layers = 14;
+  cfg.num_classes = 10;
+  cfg.in_channels = 1;
+  cfg.image_size = 28;
+  cfg.input_norm.channels = 1;
+  cfg.input_norm.mean[0] = 0.2860f;
+  cfg.input_norm.inv_std[0] = 1.0f / 0.3530f;
+  return cfg;
+}
+
+apps::FitOptions recipe(int epochs) {
+  apps::FitOptions fo;
+  fo.num_epochs = epochs;
+  fo.lr = 0.05;
+  fo.sgd = {0.9, 5e-4, true};
+  fo.schedule.kind = net::LrScheduleKind::cosine;
+  fo.label_smoothing = 0.0;
+  fo.disp_batches = 40;
+  fo.eval_batch_size = 500;
+  return fo;
+}
+
+data::BatchIterator::Options iterator_options() {
+  data::BatchIterator::Options io;
+  io.batch_size = 32;
+  io.shuffle = true;
+  io.seed = 0;
+  return io;
+}
+
+}  // namespace
+
+TEST_CASE("integration: ResNet-14 on 5k Fashion-MNIST images reaches >= 80% on 1k test images") {
+  const data::ImageSet train = data::subset(data::load_fashion_mnist(data::kFashionMnistDir, true), 0, 5000);
+  const data::ImageSet test = data::subset(data::load_fashion_mnist(data::kFashionMnistDir, false), 0, 1000);
+  Generator gen(0);
+  net::ResNet model(small_resnet_config(), gen);
+  data::BatchIterator it(train, iterator_options());
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const apps::FitResult r = apps::fit(model, it, &test, recipe(3));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  MESSAGE("ResNet-14, 3 epochs over 5k images: test accuracy " << r.validation_accuracy << " on 1k images, "
+                                                                 << seconds << " s");
+  CHECK(r.validation_accuracy >= 0.80);
+  CHECK(r.steps == 3 * ((5000 + 31) / 32));
+  // The evaluation helper agrees with what fit() reported.
+  CHECK(apps::evaluate(model, test, 250, Device::cpu()) == doctest::Approx(r.validation_accuracy));
+}
+
+TEST_CASE("integration: checkpoints every epoch, and --load-epoch resumes where training stopped") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "ember_test_resume";
+  std::filesystem::remove_all(dir);
+  const std::string prefix = (dir / "sub" / "r14").string();  // fit creates missing directories
+  const data::ImageSet train = data::subset(data::load_fashion_mnist(data::kFashionMnistDir, true), 0, 640);
+
+  // Run A: two epochs straight.
+  Generator gen_a(7);
+  net::ResNet a(small_resnet_config(), gen_a);
+  data::BatchIterator it_a(train, iterator_options());
+  apps::FitOptions fa = recipe(2);
+  fa.model_prefix = prefix;
+  apps::fit(a, it_a, nullptr, fa);
+  CHECK(std::filesystem::exists(net::checkpoint_path(prefix, 1)));
+  CHECK(std::filesystem::exists(net::optimizer_state_path(prefix, 1)));
+  CHECK(std::filesystem::exists(net::checkpoint_path(prefix, 2)));
+
+  // Run B: a fresh model (other seed) loads epoch 1 and its optimizer state,
+  // then trains epoch 2 with the same schedule: it must end where A ended.
+  Generator gen_b(99);
+  net::ResNet b(small_resnet_config(), gen_b);
+  const auto meta = net::load_model(net::checkpoint_path(prefix, 1), b);
+  CHECK(meta.at("epoch") == "1");
+  data::BatchIterator it_b(train, iterator_options());
+  apps::FitOptions fb = recipe(2);
+  fb.begin_epoch = 1;
+  fb.model_prefix = (dir / "resumed").string();
+  // fit() reads the optimizer state from <model_prefix>-0001.states: point it at run A's.
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(net::optimizer_state_path(prefix, 1), net::optimizer_state_path(fb.model_prefix, 1));
+  apps::fit(b, it_b, nullptr, fb);
+
+  auto sa = a.state(), sb = b.state();
+  REQUIRE(sa.size() == sb.size());
+  double max_diff = 0;
+  for (size_t i = 0; i < sa.size(); ++i) {
+    const auto va = sa[i].second->to_double_vector(), vb = sb[i].second->to_double_vector();
+    for (size_t j = 0; j < va.size(); ++j) max_diff = std::max(max_diff, std::abs(va[j] - vb[j]));
+  }
+  MESSAGE("largest difference between straight and resumed training: " << max_diff);
+  CHECK(max_diff < 1e-4);  // same arithmetic; only thread scheduling of reductions may differ
+
+  // Loading into a model of another shape is a clear error naming the file.
+  net::ResNetConfig other = small_resnet_config();
+  other.num_classes = 7;
+  Generator gen_c(1);
+  net::ResNet c(other, gen_c);
+  CHECK_THROWS_WITH_AS(net::load_model(net::checkpoint_path(prefix, 2), c),
+                       doctest::Contains("r14-0002.safetensors: tensor \"fc.weight\" has shape [10, 64]"), Error);
+  std::filesystem::remove_all(dir);
+}
