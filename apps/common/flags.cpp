@@ -162,16 +162,20 @@ std::string Flags::value_text(const Flag& f) {
 std::string Flags::help() const {
   std::ostringstream os;
   os << "usage: " << program_ << " [--flag value ...]\n\n" << summary_ << "\n";
-  std::string group = "\x01";
+  const std::string* group = nullptr;
+  constexpr size_t kHelpColumn = 34;
   for (const auto& f : flags_) {
-    if (f.group != group) {
-      group = f.group;
-      os << "\n" << (group.empty() ? "options" : group) << ":\n";
+    if (!group || f.group != *group) {
+      group = &f.group;
+      os << "\n" << (group->empty() ? "options" : *group) << ":\n";
     }
-    std::string head = "  --" + f.name + " " + (f.default_text.empty() ? "\"\"" : f.default_text);
-    if (head.size() < 34) head.resize(34, ' ');
-    else head += "\n" + std::string(34, ' ');
-    os << head << f.help << "\n";
+    const size_t head = 5 + f.name.size() + (f.default_text.empty() ? 2 : f.default_text.size());
+    os << "  --" << f.name << ' ' << (f.default_text.empty() ? "\"\"" : f.default_text);
+    if (head < kHelpColumn)
+      os << std::string(kHelpColumn - head, ' ');
+    else
+      os << '\n' << std::string(kHelpColumn, ' ');
+    os << f.help << "\n";
   }
   return os.str();
 }
