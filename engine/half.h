@@ -7,11 +7,14 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "engine/dtype.h"
+
 namespace ember {
 
 struct f16 {
   uint16_t bits = 0;
 };
+template <> struct dtype_of<f16> { static constexpr DType value = DType::f16; };
 
 float half_to_float(uint16_t h);
 uint16_t float_to_half(float f);

@@ -55,9 +55,13 @@ class Shape {
   template <typename It>
   void assign(It b, It e) {
     n_ = 0;
+    int64_t product = 1;
     for (; b != e; ++b) {
       EMBER_CHECK(n_ < kMaxDims, "a shape has at most ", kMaxDims, " dimensions");
       EMBER_CHECK(*b >= 0, "negative dimension ", *b, " in a shape");
+      // numel() must fit in int64 (and its byte size in size_t for any dtype)
+      EMBER_CHECK(*b == 0 || product <= (int64_t(1) << 60) / *b, "shape with more than 2^60 elements");
+      product = *b == 0 ? 0 : product * *b;
       d_[static_cast<size_t>(n_++)] = *b;
     }
   }

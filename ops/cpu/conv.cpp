@@ -129,12 +129,17 @@ void forward_image_im2col(const Conv2dGeometry& g, const T* x, const T* w, T* y,
   mm(false, false, g.K, PQ, CRS, T(1), w, CRS, col, PQ, T(0), y, PQ);
 }
 
+// Multiply-adds of one image's convolution (any of the three passes).
+int64_t conv_flops(const Conv2dGeometry& g) { return g.K * g.col_rows() * g.col_cols(); }
+
 // Runs image(n, parallel_gemm) for every image: images spread over the
 // threads when there are enough of them, else one at a time with the GEMM
 // itself parallel (the padded-grid path then runs serially).
 template <typename F>
-void for_each_image(int64_t N, F&& image) {
-  if (N >= num_threads()) {
+void for_each_image(int64_t N, int64_t flops_per_image, F&& image) {
+  if (N * flops_per_image < (int64_t(1) << 20)) {  // too little to share: no parallel region
+    for (int64_t n = 0; n < N; ++n) image(n, false);
+  } else if (N >= num_threads()) {
     parallel_for(0, N, 1, [&](int64_t b, int64_t e) {
       for (int64_t n = b; n < e; ++n) image(n, false);
     });
@@ -149,15 +154,17 @@ template <typename T>
 void conv_forward(const Conv2dGeometry& g, const T* x, const T* w, T* y) {
   const int64_t CHW = g.C * g.H * g.W, KPQ = g.K * g.P * g.Q;
   if (is_pointwise(g)) {  // the image is the column matrix
-    for_each_image(g.N, [&](int64_t n, bool par) {
+    for_each_image(g.N, conv_flops(g), [&](int64_t n, bool par) {
       auto mm = par ? gemm_parallel<T> : gemm_serial<T>;
       mm(false, false, g.K, g.H * g.W, g.C, T(1), w, g.C, x + n * CHW, g.H * g.W, T(0), y + n * KPQ, g.H * g.W);
     });
   } else if (is_stride1(g)) {
     const PaddedGrid<T> grid(g, 1);
-    for_each_image(g.N, [&](int64_t n, bool) { forward_image_grid(g, grid, x + n * CHW, w, y + n * KPQ); });
+    for_each_image(g.N, conv_flops(g),
+                   [&](int64_t n, bool) { forward_image_grid(g, grid, x + n * CHW, w, y + n * KPQ); });
   } else {
-    for_each_image(g.N, [&](int64_t n, bool par) { forward_image_im2col(g, x + n * CHW, w, y + n * KPQ, par); });
+    for_each_image(g.N, conv_flops(g),
+                   [&](int64_t n, bool par) { forward_image_im2col(g, x + n * CHW, w, y + n * KPQ, par); });
   }
 }
 
@@ -165,7 +172,7 @@ template <typename T>
 void conv_backward_data(const Conv2dGeometry& g, const T* gy, const T* w, T* gx) {
   const int64_t CRS = g.col_rows(), PQ = g.col_cols(), CHW = g.C * g.H * g.W;
   if (is_pointwise(g)) {  // gx[n] = w^T gy[n]
-    for_each_image(g.N, [&](int64_t n, bool par) {
+    for_each_image(g.N, conv_flops(g), [&](int64_t n, bool par) {
       auto mm = par ? gemm_parallel<T> : gemm_serial<T>;
       mm(true, false, g.C, PQ, g.K, T(1), w, CRS, gy + n * g.K * PQ, PQ, T(0), gx + n * CHW, PQ);
     });
@@ -186,7 +193,7 @@ void conv_backward_data(const Conv2dGeometry& g, const T* gy, const T* w, T* gx)
     conv_forward(gt, gy, wf.data(), gx);
     return;
   }
-  for_each_image(g.N, [&](int64_t n, bool par) {
+  for_each_image(g.N, conv_flops(g), [&](int64_t n, bool par) {
     auto mm = par ? gemm_parallel<T> : gemm_serial<T>;
     T* dcol = scratch<T, Slot::column>(size_t(CRS * PQ));
     mm(true, false, CRS, PQ, g.K, T(1), w, CRS, gy + n * g.K * PQ, PQ, T(0), dcol, PQ);
@@ -236,7 +243,8 @@ void conv_backward_filter(const Conv2dGeometry& g, const T* x, const T* gy, T* g
   };
 
   // partial[t]: thread t's sum over its contiguous share of the images.
-  const int threads = std::max(1, std::min<int>(num_threads(), int(g.N)));
+  const bool small = g.N * conv_flops(g) < (int64_t(1) << 20);  // not worth a parallel region
+  const int threads = small ? 1 : std::max(1, std::min<int>(num_threads(), int(g.N)));
   std::vector<std::vector<T>> partial(static_cast<size_t>(threads));
   const int64_t per = (g.N + threads - 1) / threads;
 #if defined(_OPENMP)
