@@ -1,16 +1,22 @@
 # ember — one Makefile for everything.
 #
 #   make              build the library, the apps and the tests (CPU always,
-#                     CUDA when nvcc is found); prints what it found
-#   make test         install missing Debian packages, build, run the test suite
+#                     CUDA when nvcc is found, the CUDA emulator when CUDA's
+#                     headers are found); prints what it found
+#   make test         install missing Debian packages, build, run every suite:
+#                     CPU + GPU tests (GPU ones skip without a device), the CUDA
+#                     kernels on the emulator, again with CUDASIM_SCHEDULE=reverse,
+#                     and under AddressSanitizer + UBSan
 #   make train        install missing packages, build, train ResNet-20 on Fashion-MNIST
 #   make deps         only install what is missing (apt-get, needs root)
 #   make clean
 #
 # Toggles (Darknet style):  CUDA=0|1  (default: 1 when nvcc is on the PATH)
 #                           CUDA_ARCH="80 90"   SM numbers for nvcc
+#                           CUDNN=0|1 (default: 1 when cudnn.h is found)
+#                           SIM=0|1   (default: 1 when cuda_runtime.h is found)
 #                           DEBUG=1   -O0 -g
-#                           SANITIZE=1  AddressSanitizer + UBSan
+#                           SANITIZE=1  AddressSanitizer + UBSan (use another BUILD=)
 
 CXX      ?= g++
 BUILD    ?= build
@@ -22,8 +28,15 @@ ifeq ($(origin CUDA),undefined)
   CUDA := $(if $(NVCC_PATH),1,0)
 endif
 CUDA_HOME ?= $(if $(NVCC_PATH),$(patsubst %/bin/nvcc,%,$(NVCC_PATH)),/usr/local/cuda)
+CUDA_RUNTIME_H := $(wildcard $(CUDA_HOME)/include/cuda_runtime.h)
 CUDNN_H   := $(firstword $(wildcard $(CUDA_HOME)/include/cudnn.h /usr/include/cudnn.h /usr/include/x86_64-linux-gnu/cudnn.h))
 NCCL_H    := $(firstword $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h))
+ifeq ($(origin CUDNN),undefined)
+  CUDNN := $(if $(and $(filter 1,$(CUDA)),$(CUDNN_H)),1,0)
+endif
+ifeq ($(origin SIM),undefined)
+  SIM := $(if $(CUDA_RUNTIME_H),1,0)
+endif
 
 # ------------------------------------------------------------------- flags
 WARN     := -Wall -Wextra
@@ -35,47 +48,65 @@ endif
 ifeq ($(SANITIZE),1)
   OPT    += -fsanitize=address,undefined -fno-omit-frame-pointer
   LDSAN  := -fsanitize=address,undefined
+  # shared memory of emulated kernels lives in this section: give it redzones
+  SIMSAN := -fsanitize-sections=cudasim_shared
 endif
 CPPFLAGS := -I. -MMD -MP
 CXXFLAGS := -std=c++20 $(OPT) -fopenmp $(WARN)
 LDFLAGS  := -fopenmp $(LDSAN)
 LDLIBS   := -lz -lpthread
 
+CUDA_LDLIBS :=
 ifeq ($(CUDA),1)
   ifeq ($(NVCC_PATH),)
     $(error CUDA=1 but nvcc is not on the PATH)
   endif
-  NVCC       := $(NVCC_PATH)
-  GENCODE    := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a))
-  NVCCFLAGS  := -std=c++20 -O3 $(GENCODE) -I. -MMD -MP -Xcompiler "$(WARN) -fopenmp" --expt-relaxed-constexpr
-  CPPFLAGS   += -DEMBER_CUDA=1 -I$(CUDA_HOME)/include
-  LDLIBS     += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt
+  NVCC        := $(NVCC_PATH)
+  GENCODE     := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a))
+  NVCCFLAGS   := -std=c++20 -O3 $(GENCODE) -I. -MMD -MP -Xcompiler "$(WARN) -fopenmp" --expt-relaxed-constexpr
+  CPPFLAGS    += -DEMBER_CUDA=1 -I$(CUDA_HOME)/include
+  CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt
+  ifeq ($(CUDNN),1)
+    NVCCFLAGS   += -DEMBER_CUDNN=1
+    CUDA_LDLIBS += -lcudnn -lcublas
+  endif
 endif
+# The emulator: the same .cu files through g++, against CUDA's headers.
+SIMFLAGS := -x c++ -DEMBER_CUDASIM=1 -I$(CUDA_HOME)/include $(SIMSAN)
 
 # ----------------------------------------------------------------- sources
-LIB_SRC   := $(wildcard engine/*.cpp ops/*.cpp ops/cpu/*.cpp net/*.cpp data/*.cpp)
-CUDA_SRC  := $(if $(filter 1,$(CUDA)),$(wildcard cuda/*.cu))
+CORE_SRC  := $(wildcard engine/*.cpp ops/*.cpp ops/cpu/*.cpp net/*.cpp data/*.cpp)
+CU_SRC    := $(wildcard cuda/*.cu cuda/kernels/*.cu)
+CUDNN_SRC := $(if $(filter 1,$(CUDNN)),$(wildcard cuda/cudnn/*.cu))
+SIMRT_SRC := $(wildcard cuda/sim/*.cpp cuda/sim/*.S)
 APP_COMMON_SRC := $(wildcard apps/common/*.cpp)
 APP_MAINS := $(wildcard apps/*.cpp)
 APPS      := $(patsubst apps/%.cpp,$(BUILD)/%,$(APP_MAINS))
 TEST_SRC  := $(wildcard tests/*.cpp)
+TEST_CUDA_SRC := $(wildcard tests/cuda/*.cpp)
+TEST_SIM_SRC  := tests/test_main.cpp tests/op_harness.cpp tests/test_ops.cpp $(TEST_CUDA_SRC) $(wildcard tests/sim/*.cpp)
 
-obj = $(patsubst %,$(BUILD)/obj/%.o,$(1))
-LIB_OBJ   := $(call obj,$(LIB_SRC)) $(call obj,$(CUDA_SRC))
-APP_COMMON_OBJ := $(call obj,$(APP_COMMON_SRC))
-TEST_OBJ  := $(call obj,$(TEST_SRC))
-LIB       := $(BUILD)/libember.a
+obj     = $(patsubst %,$(BUILD)/obj/%.o,$(1))
+simobj  = $(patsubst %,$(BUILD)/obj-sim/%.o,$(1))
+CORE_LIB  := $(BUILD)/libember.a
+CUDA_LIB  := $(BUILD)/libember_cuda.a
+SIM_LIB   := $(BUILD)/libember_cudasim.a
+LIBS      := $(CORE_LIB) $(if $(filter 1,$(CUDA)),$(CUDA_LIB))
 TEST_BIN  := $(BUILD)/test_ember
+SIM_TEST_BIN := $(if $(filter 1,$(SIM)),$(BUILD)/test_sim)
+SIM_TOOLS := $(if $(filter 1,$(SIM)),$(BUILD)/bench_cudasim)
+TEST_OBJ  := $(call obj,$(TEST_SRC) $(if $(filter 1,$(CUDA)),$(TEST_CUDA_SRC)))
 
 .PHONY: all info deps test train clean
-all: info $(LIB) $(APPS) $(TEST_BIN)
+all: info $(LIBS) $(APPS) $(TEST_BIN) $(SIM_TEST_BIN) $(SIM_TOOLS)
 
 info:
 	@echo "ember build: $(CXX) $$($(CXX) -dumpfullversion) | flags $(OPT) -fopenmp"
 	@echo "  nvcc : $(if $(NVCC_PATH),$(NVCC_PATH) ($(shell $(NVCC_PATH) --version 2>/dev/null | grep -o 'release [0-9.]*')),not found)"
 	@echo "  CUDA : $(if $(filter 1,$(CUDA)),building cuda/ for sm $(CUDA_ARCH),off (CPU-only build))"
-	@echo "  cuDNN: $(if $(CUDNN_H),$(CUDNN_H),not found)"
+	@echo "  cuDNN: $(if $(CUDNN_H),$(CUDNN_H)$(if $(filter 1,$(CUDNN)),, (not used)),not found)"
 	@echo "  NCCL : $(if $(NCCL_H),$(NCCL_H),not found)"
+	@echo "  sim  : $(if $(filter 1,$(SIM)),CUDA emulator (cuda/sim) for the kernel tests,off (no cuda_runtime.h))"
 
 # Debian packages the build, the tests and `make train` need; installed only when absent.
 DEB_PACKAGES := libstb-dev doctest-dev zlib1g-dev dataset-fashion-mnist
@@ -97,21 +128,53 @@ $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -DEMBER_CUDA=1 -c $< -o $@
 
-$(LIB): $(LIB_OBJ)
+# Emulator objects: .cu through g++, and the tests of the CUDA backend
+# compiled for the emulator (EMBER_CUDASIM instead of EMBER_CUDA).
+$(BUILD)/obj-sim/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
+	$(CXX) -I. -MMD -MP $(SIMFLAGS) $(CXXFLAGS) -c $< -o $@
+
+$(BUILD)/obj-sim/%.S.o: %.S
+	@mkdir -p $(dir $@)
+	$(CXX) -I. -MMD -MP -c $< -o $@
+
+$(BUILD)/obj-sim/%.cpp.o: %.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) -I. -MMD -MP -DEMBER_CUDASIM=1 -I$(CUDA_HOME)/include $(SIMSAN) $(CXXFLAGS) -c $< -o $@
+
+$(CORE_LIB): $(call obj,$(CORE_SRC))
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/%: $(BUILD)/obj/apps/%.cpp.o $(APP_COMMON_OBJ) $(LIB)
-	$(CXX) $(LDFLAGS) $^ $(LDLIBS) -o $@
+$(CUDA_LIB): $(call obj,$(CU_SRC) $(CUDNN_SRC))
+	@rm -f $@
+	ar rcs $@ $^
 
-$(TEST_BIN): $(TEST_OBJ) $(APP_COMMON_OBJ) $(LIB)
-	$(CXX) $(LDFLAGS) $^ $(LDLIBS) -o $@
+$(SIM_LIB): $(call simobj,$(CU_SRC) $(SIMRT_SRC))
+	@rm -f $@
+	ar rcs $@ $^
 
+$(BUILD)/%: $(BUILD)/obj/apps/%.cpp.o $(call obj,$(APP_COMMON_SRC)) $(LIBS)
+	$(CXX) $(LDFLAGS) $^ $(LDLIBS) $(CUDA_LDLIBS) -o $@
+
+$(TEST_BIN): $(TEST_OBJ) $(call obj,$(APP_COMMON_SRC)) $(LIBS)
+	$(CXX) $(LDFLAGS) $^ $(LDLIBS) $(CUDA_LDLIBS) -o $@
+
+$(BUILD)/test_sim: $(call simobj,$(TEST_SIM_SRC)) $(SIM_LIB) $(CORE_LIB)
+	$(CXX) $(LDFLAGS) $^ $(LDLIBS) -ldl -o $@
+
+$(BUILD)/bench_cudasim: $(call simobj,cuda/sim/tools/bench_cudasim.cpp) $(SIM_LIB) $(CORE_LIB)
+	$(CXX) $(LDFLAGS) $^ $(LDLIBS) -ldl -o $@
+
+# The sanitizer build of the emulator suite lives in its own tree.
+ASAN_BUILD := $(BUILD)-asan
 NPROC := $(shell nproc 2>/dev/null || echo 2)
 test: deps
 	@$(MAKE) --no-print-directory -j$(NPROC) all
-	@bash tests/run_tests.sh $(TEST_BIN)
+	@if [ "$(SIM)" = 1 ]; then $(MAKE) --no-print-directory -j$(NPROC) BUILD=$(ASAN_BUILD) SANITIZE=1 CUDA=0 \
+	  $(ASAN_BUILD)/test_sim; fi
+	@bash tests/run_tests.sh $(TEST_BIN) $(if $(filter 1,$(SIM)),$(BUILD)/test_sim \
+	  "CUDASIM_SCHEDULE=reverse $(BUILD)/test_sim" $(ASAN_BUILD)/test_sim)
 
 # Train ResNet-20 on Fashion-MNIST with the defaults of train_resnet,
 # checkpointing every epoch under build/checkpoints/.
@@ -122,6 +185,6 @@ train: deps
 	  --model-prefix $(BUILD)/checkpoints/resnet20-fashion-mnist $(TRAIN_ARGS)
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD)
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/obj-sim -name '*.d' 2>/dev/null)

@@ -1,11 +1,14 @@
-// cuda/cuda_device.h — ember's entry points into the CUDA runtime: device
-// discovery and the memory backend that lets tensors live on CUDA devices.
+// cuda/cuda_device.h — ember's entry point into CUDA: device discovery and
+// the registration of the CUDA memory backend, compute stream and kernel
+// table with the engine.
 //
-// This first version allocates with cudaMalloc directly and copies
-// synchronously; the caching allocator, streams and kernels come with the
-// CUDA backend (cuda/ fills ops/kernels.h's table then).
+// The same file list builds against the real runtime (nvcc) and against the
+// emulator (cuda/sim, g++ -DEMBER_CUDASIM), where device 0 is the CPU
+// pretending to be a GPU; is_simulated() tells which.
 #pragma once
 #include <string>
+
+#include "ops/kernels.h"
 
 namespace ember::cuda {
 
@@ -13,8 +16,24 @@ namespace ember::cuda {
 int device_count();
 // "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)"; errors for a bad index.
 std::string device_name(int index);
-// Registers the CUDA memory backend with the engine (idempotent). Errors if
-// no device is usable, with the runtime's reason.
-void init();
+bool is_simulated();
+
+// Which implementation runs convolution, batch norm, pooling and GEMM.
+enum class ConvBackend { native, cudnn };
+ConvBackend parse_conv_backend(const std::string& name);  // "native" | "cudnn", errors otherwise
+const char* conv_backend_name(ConvBackend b);
+
+// The hand-written kernels (cuda/kernels/*.cu).
+const Kernels& native_kernels();
+// The native table with convolution, batch norm and pooling from cuDNN and
+// GEMM from cuBLAS; null in builds without cuDNN (the emulator).
+const Kernels* cudnn_kernels();
+
+// Makes `device_index` current and registers the CUDA memory backend, the
+// compute stream and the table for `conv` with the engine. With
+// pinned_host = true, host tensors are allocated page-locked from then on
+// (batches then copy to the device by DMA). Errors if the device is
+// unusable or the backend is missing from this build.
+void init(int device_index = 0, ConvBackend conv = ConvBackend::cudnn, bool pinned_host = false);
 
 }  // namespace ember::cuda

@@ -41,13 +41,14 @@ class HostCachingAllocator final : public MemoryBackend {
         return p;
       }
     }
-    void* p = std::aligned_alloc(64, cls);
+    void* p = source_allocate_(cls);
     if (!p) {  // give the cache back and try once more before failing
       release_cache();
-      p = std::aligned_alloc(64, cls);
+      p = source_allocate_(cls);
     }
     EMBER_CHECK(p, "out of host memory allocating ", nbytes, " bytes");
     std::lock_guard<std::mutex> lock(mu_);
+    owner_[p] = source_release_;  // freed by the source it came from, even after a switch
     note_in_use(cls);
     return p;
   }
@@ -70,9 +71,22 @@ class HostCachingAllocator final : public MemoryBackend {
   void release_cache() {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [cls, blocks] : free_)
-      for (void* p : blocks) std::free(p);
+      for (void* p : blocks) {
+        auto it = owner_.find(p);
+        (it != owner_.end() ? it->second : source_release_)(p);
+        if (it != owner_.end()) owner_.erase(it);
+      }
     free_.clear();
     stats_.bytes_cached = 0;
+  }
+
+  // The cache is emptied so every later block comes from the new source;
+  // blocks in use go back to the source they came from when released.
+  void set_source(void* (*allocate)(size_t), void (*release)(void*)) {
+    release_cache();
+    std::lock_guard<std::mutex> lock(mu_);
+    source_allocate_ = allocate;
+    source_release_ = release;
   }
 
   HostAllocatorStats stats() {
@@ -86,8 +100,14 @@ class HostCachingAllocator final : public MemoryBackend {
     if (stats_.bytes_in_use > stats_.peak_bytes_in_use) stats_.peak_bytes_in_use = stats_.bytes_in_use;
   }
 
+  static void* aligned_source(size_t n) { return std::aligned_alloc(64, n); }
+  static void free_source(void* p) { std::free(p); }
+
   std::mutex mu_;
+  void* (*source_allocate_)(size_t) = aligned_source;
+  void (*source_release_)(void*) = free_source;
   std::unordered_map<size_t, std::vector<void*>> free_;
+  std::unordered_map<void*, void (*)(void*)> owner_;  // block -> release function of its source
   HostAllocatorStats stats_;
 };
 
@@ -134,6 +154,9 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
 }
 
 HostAllocatorStats host_allocator_stats() { return host_allocator().stats(); }
+void set_host_block_source(void* (*allocate)(size_t), void (*release)(void*)) {
+  host_allocator().set_source(allocate, release);
+}
 void host_allocator_release_cache() { host_allocator().release_cache(); }
 
 Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {

@@ -41,6 +41,10 @@ struct HostAllocatorStats {
 };
 HostAllocatorStats host_allocator_stats();
 void host_allocator_release_cache();  // gives cached blocks back to the OS
+// Where the host allocator gets new blocks (64-byte aligned): aligned_alloc
+// by default; cuda/ switches to page-locked memory (cudaMallocHost) when a
+// GPU trains, so batches copy to the device by DMA. Releases the cache.
+void set_host_block_source(void* (*allocate)(size_t nbytes), void (*release)(void* ptr));
 
 class Storage {
  public:

@@ -159,11 +159,14 @@ struct Kernels {
   // --------------------------------------------------------------- pooling
   // y = max over each window; argmax = index h*W + w of the max in its input plane.
   //   x: [N, C, H, W]   y, argmax (i32): [N, C, P, Q]
+  // (cuDNN's pooling does not produce argmax: its backward uses x and y.)
   void (*max_pool2d_forward)(DType dt, const Pool2dGeometry& g, const void* x, void* y, int32_t* argmax,
                              Stream stream);
-  // gx = scatter-add of gy to the argmax positions (overwrites gx).
-  void (*max_pool2d_backward)(DType dt, const Pool2dGeometry& g, const void* gy, const int32_t* argmax,
-                              void* gx, Stream stream);
+  // gx = gy routed to the max of each window (overwrites gx); native kernels
+  // follow argmax, cuDNN recomputes the maxima from x and y.
+  //   x, gx: [N, C, H, W]   y, gy, argmax: [N, C, P, Q]
+  void (*max_pool2d_backward)(DType dt, const Pool2dGeometry& g, const void* x, const void* y, const void* gy,
+                              const int32_t* argmax, void* gx, Stream stream);
   // Adaptive average pooling, PyTorch's bins: rows [floor(i*H/OH), ceil((i+1)*H/OH)).
   //   x: [planes, H, W]   y: [planes, OH, OW]
   void (*adaptive_avg_pool2d_forward)(DType dt, const void* x, void* y, int64_t planes, int64_t H, int64_t W,

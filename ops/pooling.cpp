@@ -17,10 +17,12 @@ Tensor max_pool2d(const Tensor& x, int64_t kernel, int64_t stride, int64_t paddi
   k.max_pool2d_forward(x.dtype(), g, x.raw_data(), y.raw_data(), argmax.data<int32_t>(), s);
   if (!should_record({&x})) return y;
   const DType dt = x.dtype();
-  return record_op("max_pool2d", y, {&x}, [g, argmax, dt](const Tensor& gy, GradMask) {
+  Tensor xs = x.detach(), ys = y.detach();
+  return record_op("max_pool2d", y, {&x}, [g, xs, ys, argmax, dt](const Tensor& gy, GradMask) {
     Tensor gx = Tensor::empty({g.N, g.C, g.H, g.W}, dt, gy.device());
     auto [k2, s2] = launch_on(gy);
-    k2.max_pool2d_backward(dt, g, gy.raw_data(), argmax.data<int32_t>(), gx.raw_data(), s2);
+    k2.max_pool2d_backward(dt, g, xs.raw_data(), ys.raw_data(), gy.raw_data(), argmax.data<int32_t>(), gx.raw_data(),
+                           s2);
     return std::vector<Tensor>{gx};
   });
 }

@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
-# tests/run_tests.sh — runs the doctest binaries given as arguments, then
-# prints one closing line "N passed, N failed" summed from doctest's own
-# test-case counts, and exits non-zero if anything failed or did not run.
+# tests/run_tests.sh — runs each doctest suite given as an argument (a
+# binary, optionally with environment assignments before it, e.g.
+# "CUDASIM_SCHEDULE=reverse build/test_sim"), then prints one closing line
+# "N passed, N failed" summed from doctest's own test-case counts, and exits
+# non-zero if anything failed or a suite did not finish.
 set -u
 passed=0
 failed=0
 status=0
-for bin in "$@"; do
+for suite in "$@"; do
+  echo "=== $suite"
   log=$(mktemp)
-  "$bin" 2>&1 | tee "$log"
+  start=$(date +%s)
+  bash -c "exec env $suite" 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
   line=$(grep -E '^\[doctest\] test cases:' "$log" | tail -n 1)
   rm -f "$log"
+  echo "=== $suite: exit $rc, $(( $(date +%s) - start )) s"
   if [ -z "$line" ]; then
-    echo "run_tests: $bin printed no doctest summary (exit code $rc)"
+    echo "run_tests: '$suite' printed no doctest summary (exit code $rc)"
     failed=$((failed + 1))
     status=1
     continue

@@ -53,8 +53,8 @@ void batch_norm_backward_eval(DType dt, const void* x, const void* gy, const voi
                               const void* running_mean, const void* running_var, void* gx, void* ggamma,
                               void* gbeta, int64_t N, int64_t C, int64_t HW, double eps, Stream stream);
 void max_pool2d_forward(DType dt, const Pool2dGeometry& g, const void* x, void* y, int32_t* argmax, Stream stream);
-void max_pool2d_backward(DType dt, const Pool2dGeometry& g, const void* gy, const int32_t* argmax, void* gx,
-                         Stream stream);
+void max_pool2d_backward(DType dt, const Pool2dGeometry& g, const void* x, const void* y, const void* gy,
+                         const int32_t* argmax, void* gx, Stream stream);
 void adaptive_avg_pool2d_forward(DType dt, const void* x, void* y, int64_t planes, int64_t H, int64_t W,
                                  int64_t OH, int64_t OW, Stream stream);
 void adaptive_avg_pool2d_backward(DType dt, const void* gy, void* gx, int64_t planes, int64_t H, int64_t W,

@@ -63,10 +63,11 @@ void max_pool2d_forward(DType dt, const Pool2dGeometry& g, const void* x, void* 
   });
 }
 
-// gx = scatter-add of gy to the argmax positions (overwrites gx).
+// gx = scatter-add of gy to the argmax positions (overwrites gx); x and y
+// are not needed here (they are for cuDNN).
 //   gy, argmax: [N, C, P, Q]   gx: [N, C, H, W]
-void max_pool2d_backward(DType dt, const Pool2dGeometry& g, const void* gy, const int32_t* argmax, void* gx,
-                         Stream) {
+void max_pool2d_backward(DType dt, const Pool2dGeometry& g, const void*, const void*, const void* gy,
+                         const int32_t* argmax, void* gx, Stream) {
   dispatch_float(dt, "max_pool2d_backward", [&](auto zero) {
     using T = decltype(zero);
     const T* pgy = static_cast<const T*>(gy);

@@ -1,0 +1,101 @@
+// cuda/allocator.cu — the caching device allocator and the compute stream.
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "cuda/allocator.h"
+#include "cuda/common.cuh"
+
+namespace ember::cuda {
+namespace {
+
+// Same classes as the host allocator: 512-byte steps below 64 KiB, then
+// eight classes per power of two (at most 12.5% slack).
+size_t size_class(size_t n) {
+  if (n == 0) n = 1;
+  if (n <= 65536) return (n + 511) & ~size_t(511);
+  size_t p = 65536;
+  while (p * 2 < n) p *= 2;
+  const size_t step = p / 8;
+  return (n + step - 1) / step * step;
+}
+
+struct Cache {
+  std::mutex mu;
+  std::unordered_map<size_t, std::vector<void*>> free_blocks;  // by size class
+  DeviceAllocatorStats stats;
+};
+
+Cache& cache() {
+  static Cache* c = new Cache();  // never destroyed: outlives every tensor
+  return *c;
+}
+
+void release_locked(Cache& c) {
+  for (auto& [cls, blocks] : c.free_blocks)
+    for (void* p : blocks) cudaFree(p);
+  c.free_blocks.clear();
+  c.stats.bytes_cached = 0;
+}
+
+}  // namespace
+
+void* device_allocate(size_t nbytes) {
+  const size_t cls = size_class(nbytes);
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  auto it = c.free_blocks.find(cls);
+  void* p = nullptr;
+  if (it != c.free_blocks.end() && !it->second.empty()) {
+    p = it->second.back();
+    it->second.pop_back();
+    c.stats.bytes_cached -= cls;
+  } else {
+    cudaError_t status = cudaMalloc(&p, cls);
+    if (status == cudaErrorMemoryAllocation) {  // give the cache back, try once more
+      cudaGetLastError();
+      release_locked(c);
+      status = cudaMalloc(&p, cls);
+    }
+    if (status != cudaSuccess)
+      fail(cat("out of device memory allocating ", nbytes, " bytes (", c.stats.bytes_in_use, " in use, ",
+               cudaGetErrorString(status), ")"));
+    ++c.stats.cuda_malloc_calls;
+  }
+  c.stats.bytes_in_use += cls;
+  if (c.stats.bytes_in_use > c.stats.peak_bytes_in_use) c.stats.peak_bytes_in_use = c.stats.bytes_in_use;
+  return p;
+}
+
+void device_deallocate(void* ptr, size_t nbytes) {
+  if (!ptr) return;
+  const size_t cls = size_class(nbytes);
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.free_blocks[cls].push_back(ptr);
+  c.stats.bytes_in_use -= cls;
+  c.stats.bytes_cached += cls;
+}
+
+DeviceAllocatorStats device_allocator_stats() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  return c.stats;
+}
+
+void device_allocator_release_cache() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  release_locked(c);
+}
+
+cudaStream_t compute_stream() {
+  static cudaStream_t stream = [] {
+    cudaStream_t s = nullptr;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    return s;
+  }();
+  return stream;
+}
+
+}  // namespace ember::cuda

@@ -1,0 +1,47 @@
+// cuda/allocator.h — the caching device allocator and the compute stream.
+//
+// cudaMalloc and cudaFree synchronise the device, so the training loop must
+// never call them: freed blocks are kept in per-size free lists (the size
+// classes of the host allocator) and handed out again. ember issues all of a
+// device's work on one compute stream, so a block freed after launching work
+// that uses it can be reused by the next launch without a synchronisation
+// (stream order keeps them apart).
+#pragma once
+#include <cstddef>
+
+#include <cuda_runtime.h>
+
+namespace ember::cuda {
+
+// Memory on the current device, from the cache when possible.
+void* device_allocate(size_t nbytes);
+void device_deallocate(void* ptr, size_t nbytes);
+
+struct DeviceAllocatorStats {
+  size_t bytes_in_use = 0, peak_bytes_in_use = 0, bytes_cached = 0;
+  size_t cuda_malloc_calls = 0;  // how often the cache missed
+};
+DeviceAllocatorStats device_allocator_stats();
+void device_allocator_release_cache();  // cudaFree of every cached block
+
+// RAII scratch memory for a kernel launcher (workspaces, partial sums).
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t nbytes) : ptr_(nbytes ? device_allocate(nbytes) : nullptr), nbytes_(nbytes) {}
+  ~DeviceBuffer() { device_deallocate(ptr_, nbytes_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void* get() const { return ptr_; }
+  template <typename T>
+  T* as() const { return static_cast<T*>(ptr_); }
+  size_t size() const { return nbytes_; }
+
+ private:
+  void* ptr_;
+  size_t nbytes_;
+};
+
+// The stream all of ember's work on the current device is issued to.
+cudaStream_t compute_stream();
+
+}  // namespace ember::cuda

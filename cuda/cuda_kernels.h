@@ -1,0 +1,69 @@
+// cuda/cuda_kernels.h — the hand-written CUDA implementations of every
+// kernel in ops/kernels.h (same names and signatures, namespace ember::cuda).
+// Each group lives in cuda/kernels/<group>.cu: a header comment, the
+// __global__ kernels, then the launchers below, which take the stream from
+// the table call. cuda/kernel_table.cu puts them into the "cuda" table (or,
+// compiled by g++ with EMBER_CUDASIM, the "cuda-sim" table).
+//
+// Kernels support f32 and f64 (f64 keeps the gradient checks exact on the
+// emulator and on GPUs); cast and fill also take f16 (and fill every dtype).
+// A kernel given another dtype throws ember::Error from the launcher.
+#pragma once
+#include "engine/error.h"
+#include "ops/kernels.h"
+
+namespace ember::cuda {
+
+void fill(DType dt, void* y, int64_t n, double value, Stream stream);
+void cast(DType src_dt, const void* x, DType dst_dt, void* y, int64_t n, Stream stream);
+void add(DType dt, const void* a, const void* b, void* y, int64_t n, Stream stream);
+void axpby(DType dt, double alpha, const void* x, double beta, void* y, int64_t n, Stream stream);
+void relu_forward(DType dt, const void* x, void* y, int64_t n, Stream stream);
+void relu_backward(DType dt, const void* y, const void* gy, void* gx, int64_t n, Stream stream);
+void bias_add(DType dt, void* y, const void* b, int64_t outer, int64_t channels, int64_t inner, Stream stream);
+void bias_backward(DType dt, const void* gy, void* gb, int64_t outer, int64_t channels, int64_t inner,
+                   Stream stream);
+void sum(DType dt, const void* x, void* y, int64_t n, Stream stream);
+void argmax_rows(DType dt, const void* x, int64_t* idx, int64_t rows, int64_t cols, Stream stream);
+void gemm(DType dt, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const void* A,
+          int64_t lda, const void* B, int64_t ldb, double beta, void* C, int64_t ldc, Stream stream);
+void im2col(DType dt, const Conv2dGeometry& g, const void* x, void* col, Stream stream);
+void col2im(DType dt, const Conv2dGeometry& g, const void* col, void* x, Stream stream);
+void conv2d_forward(DType dt, const Conv2dGeometry& g, const void* x, const void* w, void* y, Stream stream);
+void conv2d_backward_data(DType dt, const Conv2dGeometry& g, const void* gy, const void* w, void* gx,
+                          Stream stream);
+void conv2d_backward_filter(DType dt, const Conv2dGeometry& g, const void* x, const void* gy, void* gw,
+                            Stream stream);
+void batch_norm_forward_train(DType dt, const void* x, const void* gamma, const void* beta, void* y,
+                              void* save_mean, void* save_invstd, void* running_mean, void* running_var, int64_t N,
+                              int64_t C, int64_t HW, double momentum, double eps, Stream stream);
+void batch_norm_forward_eval(DType dt, const void* x, const void* gamma, const void* beta,
+                             const void* running_mean, const void* running_var, void* y, int64_t N, int64_t C,
+                             int64_t HW, double eps, Stream stream);
+void batch_norm_backward_train(DType dt, const void* x, const void* gy, const void* gamma, const void* save_mean,
+                               const void* save_invstd, void* gx, void* ggamma, void* gbeta, int64_t N, int64_t C,
+                               int64_t HW, Stream stream);
+void batch_norm_backward_eval(DType dt, const void* x, const void* gy, const void* gamma,
+                              const void* running_mean, const void* running_var, void* gx, void* ggamma,
+                              void* gbeta, int64_t N, int64_t C, int64_t HW, double eps, Stream stream);
+void max_pool2d_forward(DType dt, const Pool2dGeometry& g, const void* x, void* y, int32_t* argmax, Stream stream);
+void max_pool2d_backward(DType dt, const Pool2dGeometry& g, const void* x, const void* y, const void* gy,
+                         const int32_t* argmax, void* gx, Stream stream);
+void adaptive_avg_pool2d_forward(DType dt, const void* x, void* y, int64_t planes, int64_t H, int64_t W,
+                                 int64_t OH, int64_t OW, Stream stream);
+void adaptive_avg_pool2d_backward(DType dt, const void* gy, void* gx, int64_t planes, int64_t H, int64_t W,
+                                  int64_t OH, int64_t OW, Stream stream);
+void softmax_cross_entropy_forward(DType dt, const void* logits, const int64_t* labels, void* losses, void* probs,
+                                   int64_t N, int64_t classes, double smoothing, Stream stream);
+void softmax_cross_entropy_backward(DType dt, const void* probs, const int64_t* labels, const void* grad_loss,
+                                    double scale, void* glogits, int64_t N, int64_t classes, double smoothing,
+                                    Stream stream);
+void normalize_u8(DType dt, const uint8_t* x, void* y, int64_t N, int64_t HW, const ChannelNorm& norm,
+                  Stream stream);
+void sgd_update(DType dt, void* w, const void* g, void* momentum_buf, int64_t n, const SgdParams& p, Stream stream);
+void random_uniform(DType dt, void* y, int64_t n, uint64_t seed, uint64_t offset, double lo, double hi,
+                    Stream stream);
+void random_normal(DType dt, void* y, int64_t n, uint64_t seed, uint64_t offset, double mean, double std,
+                   Stream stream);
+
+}  // namespace ember::cuda
