@@ -84,7 +84,8 @@ APP_MAINS := $(wildcard apps/*.cpp)
 APPS      := $(patsubst apps/%.cpp,$(BUILD)/%,$(APP_MAINS))
 TEST_SRC  := $(wildcard tests/*.cpp)
 TEST_CUDA_SRC := $(wildcard tests/cuda/*.cpp)
-TEST_SIM_SRC  := tests/test_main.cpp tests/op_harness.cpp tests/test_ops.cpp $(TEST_CUDA_SRC) $(wildcard tests/sim/*.cpp)
+TEST_SIM_SRC  := tests/test_main.cpp tests/kernel_coverage.cpp tests/op_harness.cpp tests/test_ops.cpp \
+                 $(TEST_CUDA_SRC) $(wildcard tests/sim/*.cpp)
 
 obj     = $(patsubst %,$(BUILD)/obj/%.o,$(1))
 simobj  = $(patsubst %,$(BUILD)/obj-sim/%.o,$(1))
@@ -160,7 +161,7 @@ $(BUILD)/%: $(BUILD)/obj/apps/%.cpp.o $(call obj,$(APP_COMMON_SRC)) $(LIBS)
 $(TEST_BIN): $(TEST_OBJ) $(call obj,$(APP_COMMON_SRC)) $(LIBS)
 	$(CXX) $(LDFLAGS) $^ $(LDLIBS) $(CUDA_LDLIBS) -o $@
 
-$(BUILD)/test_sim: $(call simobj,$(TEST_SIM_SRC)) $(SIM_LIB) $(CORE_LIB)
+$(BUILD)/test_sim: $(call simobj,$(TEST_SIM_SRC)) $(call obj,$(APP_COMMON_SRC)) $(SIM_LIB) $(CORE_LIB)
 	$(CXX) $(LDFLAGS) $^ $(LDLIBS) -ldl -o $@
 
 $(BUILD)/bench_cudasim: $(call simobj,cuda/sim/tools/bench_cudasim.cpp) $(SIM_LIB) $(CORE_LIB)

@@ -12,6 +12,10 @@
 #include <string>
 #include <thread>
 
+#if defined(EMBER_CUDA)
+#include "cuda/cuda_device.h"
+#endif
+
 #include "apps/common/fit.h"
 #include "apps/common/flags.h"
 #include "data/fashion_mnist.h"
@@ -58,6 +62,10 @@ struct Settings {
   bool benchmark = false;
   std::string image_shape;
   int num_batches = 30;
+  // devices
+  std::string gpus;
+  std::string conv = "cudnn";
+  bool cudnn_benchmark = false;
 };
 
 void declare(apps::Flags& f, Settings& s) {
@@ -95,6 +103,27 @@ void declare(apps::Flags& f, Settings& s) {
   f.add("benchmark", &s.benchmark, "1: time training steps on synthetic data and print img/s only");
   f.add("image-shape", &s.image_shape, "benchmark input C,H,W (default: the data set's, 1,28,28)");
   f.add("num-batches", &s.num_batches, "benchmark: timed batches (after 3 warm-up batches)");
+  f.group("devices");
+  f.add("gpus", &s.gpus, "GPU to train on, e.g. 0 (empty: the CPU)");
+  f.add("conv", &s.conv, "GPU convolution, batch norm, pooling and GEMM: cudnn (cuDNN/cuBLAS) or native (ember's kernels)");
+  f.add("cudnn-benchmark", &s.cudnn_benchmark, "time cuDNN's convolution algorithms per shape instead of its heuristics");
+}
+
+// The device to train on: the CPU, or the GPU of --gpus (CUDA set up).
+Device select_device(const Settings& s) {
+  if (s.gpus.empty()) return Device::cpu();
+  char* end = nullptr;
+  const long index = std::strtol(s.gpus.c_str(), &end, 10);
+  EMBER_CHECK(!s.gpus.empty() && *end == '\0' && index >= 0, "--gpus '", s.gpus,
+              "': give one device index, e.g. --gpus 0 (training on several GPUs is not supported yet)");
+#if defined(EMBER_CUDA)
+  cuda::init(int(index), cuda::parse_conv_backend(s.conv), /*pinned_host=*/true);
+  cuda::set_cudnn_benchmark(s.cudnn_benchmark);
+  std::printf("device: cuda:%ld %s, --conv %s\n", index, cuda::device_name(int(index)).c_str(), s.conv.c_str());
+  return Device::cuda(int(index));
+#else
+  fail("--gpus: this build of ember has no CUDA (nvcc was not found when it was built)");
+#endif
 }
 
 // "3,224,224" -> {3, 224, 224}
@@ -129,13 +158,14 @@ void validate(const Settings& s) {
 
 int run(int argc, char** argv) {
   Settings s;
-  apps::Flags flags("train_resnet", "Train a ResNet from scratch on the CPU (MXNet-style flags).");
+  apps::Flags flags("train_resnet", "Train a ResNet from scratch on the CPU or a GPU (MXNet-style flags).");
   declare(flags, s);
   if (!flags.parse(argc, argv)) return 0;
   validate(s);
   set_num_threads(s.threads > 0 ? s.threads : int(std::thread::hardware_concurrency()));
   std::printf("Start training with: %s\n", flags.settings().c_str());
   std::printf("threads=%d\n", num_threads());
+  const Device device = select_device(s);
 
   Generator gen(uint64_t(s.seed));
   net::ResNetConfig cfg;
@@ -157,12 +187,14 @@ int run(int argc, char** argv) {
     b.lr = s.lr;
     b.sgd = {s.mom, s.wd, s.nesterov};
     b.seed = uint64_t(s.seed);
+    b.device = device;
     cfg.num_classes = b.num_classes;
     cfg.in_channels = b.channels;
     cfg.image_size = std::min(b.height, b.width);
     cfg.input_norm.channels = int(b.channels);
     for (int c = 0; c < int(b.channels) && c < 8; ++c) cfg.input_norm.mean[c] = 0.5f, cfg.input_norm.inv_std[c] = 4.0f;
     net::ResNet model(cfg, gen);
+    model.to(device);
     std::printf("benchmark: %s, batch %lld, input %lldx%lldx%lld, synthetic data\n", model.describe().c_str(),
                 (long long)b.batch_size, (long long)b.channels, (long long)b.height, (long long)b.width);
     const double median = apps::benchmark(model, b);
@@ -187,9 +219,11 @@ int run(int argc, char** argv) {
 
   if (s.load_epoch > 0) {
     const std::string path = net::checkpoint_path(s.model_prefix, s.load_epoch);
-    net::load_model(path, model);
+    net::load_model(path, model);  // before the move: the file is read into host tensors
     std::printf("Loaded model from \"%s\"; resuming at Epoch[%d]\n", path.c_str(), s.load_epoch);
   }
+
+  model.to(device);
 
   data::BatchIterator::Options io;
   io.batch_size = s.batch_size;
@@ -211,6 +245,7 @@ int run(int argc, char** argv) {
   fo.label_smoothing = s.label_smoothing;
   fo.disp_batches = s.disp_batches;
   fo.model_prefix = s.model_prefix;
+  fo.device = device;
   fo.checkpoint_metadata = {{"network", "resnet"},
                             {"num_layers", std::to_string(s.num_layers)},
                             {"dataset", s.dataset},

@@ -28,6 +28,10 @@ const Kernels& native_kernels();
 // The native table with convolution, batch norm and pooling from cuDNN and
 // GEMM from cuBLAS; null in builds without cuDNN (the emulator).
 const Kernels* cudnn_kernels();
+// cuDNN picks convolution algorithms by timing them all on first use of a
+// shape (PyTorch's cudnn.benchmark) instead of by its heuristics. No effect
+// without cuDNN.
+void set_cudnn_benchmark(bool on);
 
 // Makes `device_index` current and registers the CUDA memory backend, the
 // compute stream and the table for `conv` with the engine. With

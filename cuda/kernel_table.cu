@@ -24,5 +24,6 @@ const Kernels& native_kernels() {
 namespace ember::cuda {
 // This build has no cuDNN (CUDNN=0, or the emulator): --conv cudnn is refused by init().
 const Kernels* cudnn_kernels() { return nullptr; }
+void set_cudnn_benchmark(bool) {}
 }  // namespace ember::cuda
 #endif

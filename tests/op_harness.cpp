@@ -1,6 +1,10 @@
 // tests/op_harness.cpp — the generic op checker (see op_harness.h).
 #include "tests/op_harness.h"
 
+#if defined(EMBER_CUDA) || defined(EMBER_CUDASIM)
+#include "tests/cuda/cuda_test_env.h"
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <exception>
@@ -41,7 +45,19 @@ InputSpec labels(std::string name, int64_t n, int64_t classes) {
 }
 
 std::vector<Backend>& backends() {
-  static std::vector<Backend> list{Backend{"cpu", Device::cpu(), true, nullptr}};
+  static std::vector<Backend> list = [] {
+    std::vector<Backend> l{Backend{"cpu", Device::cpu(), true, nullptr}};
+#if defined(EMBER_CUDA) || defined(EMBER_CUDASIM)
+    // The hand-written CUDA kernels (on a GPU, or on the emulator), and the
+    // cuDNN/cuBLAS table where this build has it; each compared with the CPU.
+    if (testing::cuda_available()) {
+      l.push_back(Backend{cuda::is_simulated() ? "cuda-sim" : "cuda-native", Device::cuda(0), true,
+                          testing::select_native_kernels});
+      if (cuda::cudnn_kernels()) l.push_back(Backend{"cuda-cudnn", Device::cuda(0), true, testing::select_cudnn_kernels});
+    }
+#endif
+    return l;
+  }();
   return list;
 }
 

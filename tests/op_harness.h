@@ -84,8 +84,9 @@ struct OpCase {
   bool check_out_dtype = true;  // outputs[0] must have the dtype under test (off for casts)
 };
 
-// A backend the ops run on. Today only the CPU; a CUDA backend and the
-// CPU-emulated CUDA backend (cuda/sim) are added by appending to backends().
+// A backend the ops run on: the CPU, and in CUDA builds the hand-written CUDA
+// kernels (on a GPU when one is present; on the emulator in build/test_sim)
+// and the cuDNN/cuBLAS table (GPU builds with cuDNN).
 struct Backend {
   std::string name;
   Device device;

@@ -27,7 +27,11 @@ for suite in "$@"; do
   f=$(echo "$line" | sed -E 's/.*\| *([0-9]+) failed.*/\1/')
   passed=$((passed + p))
   failed=$((failed + f))
-  [ "$rc" -ne 0 ] && status=1
+  if [ "$rc" -ne 0 ]; then
+    status=1
+    # a suite that failed after its tests passed (e.g. kernel coverage) counts once
+    [ "$f" -eq 0 ] && failed=$((failed + 1))
+  fi
 done
 echo "$passed passed, $failed failed"
 [ "$failed" -ne 0 ] && status=1

@@ -1,0 +1,30 @@
+// cuda/cudnn/cublas_gemm.cu — the gemm kernel through cuBLAS.
+//
+// ember's matrices are row-major; cuBLAS's are column-major. A row-major
+// [r, c] matrix with leading dimension ld is the column-major [c, r] matrix
+// with the same ld, so row-major C = op(A) op(B) is computed as column-major
+// C^T = op(B)^T op(A)^T: swap the operands and their transposes, and M and N.
+#include "cuda/common.cuh"
+#include "cuda/cudnn/cudnn_common.h"
+#include "cuda/cudnn/cudnn_kernels.h"
+
+namespace ember::cuda {
+
+void cublas_gemm(DType dt, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const void* A,
+                 int64_t lda, const void* B, int64_t ldb, double beta, void* C, int64_t ldc, Stream s) {
+  if (M <= 0 || N <= 0) return;
+  cublasHandle_t h = cublas_handle(as_cuda_stream(s));
+  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if (dt == DType::f32) {
+    const float a = float(alpha), b = float(beta);
+    CUBLAS_CHECK(cublasSgemm(h, op_b, op_a, int(N), int(M), int(K), &a, static_cast<const float*>(B), int(ldb),
+                             static_cast<const float*>(A), int(lda), &b, static_cast<float*>(C), int(ldc)));
+  } else if (dt == DType::f64) {
+    CUBLAS_CHECK(cublasDgemm(h, op_b, op_a, int(N), int(M), int(K), &alpha, static_cast<const double*>(B), int(ldb),
+                             static_cast<const double*>(A), int(lda), &beta, static_cast<double*>(C), int(ldc)));
+  } else {
+    fail(cat("cublas gemm: unsupported dtype ", dtype_name(dt)));
+  }
+}
+
+}  // namespace ember::cuda

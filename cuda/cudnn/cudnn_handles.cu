@@ -1,0 +1,39 @@
+// cuda/cudnn/cudnn_handles.cu — the process's cuDNN and cuBLAS handles.
+//
+// Created on first use (creating them needs a GPU) and kept for the life of
+// the process; every call rebinds the handle to the stream it is given.
+#include <mutex>
+
+#include "cuda/cudnn/cudnn_common.h"
+
+namespace ember::cuda {
+
+cudnnHandle_t cudnn_handle(cudaStream_t stream) {
+  static cudnnHandle_t handle = [] {
+    cudnnHandle_t h = nullptr;
+    CUDNN_CHECK(cudnnCreate(&h));
+    return h;
+  }();
+  CUDNN_CHECK(cudnnSetStream(handle, stream));
+  return handle;
+}
+
+cublasHandle_t cublas_handle(cudaStream_t stream) {
+  static cublasHandle_t handle = [] {
+    cublasHandle_t h = nullptr;
+    CUBLAS_CHECK(cublasCreate(&h));
+    // Full f32 precision: no TF32 tensor-core shortcuts for f32 GEMMs.
+    CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+    return h;
+  }();
+  CUBLAS_CHECK(cublasSetStream(handle, stream));
+  return handle;
+}
+
+cudnnDataType_t cudnn_type(DType dt, const char* kernel) {
+  if (dt == DType::f32) return CUDNN_DATA_FLOAT;
+  if (dt == DType::f64) return CUDNN_DATA_DOUBLE;
+  fail(cat("cudnn ", kernel, ": unsupported dtype ", dtype_name(dt)));
+}
+
+}  // namespace ember::cuda

@@ -1,0 +1,293 @@
+// cuda/kernels/batch_norm.cu — the four batch-norm kernels (training and
+// inference forward, and their gradients), f32 and f64; parameters and
+// statistics have the activation type (ops/kernels.h).
+//
+// Layout x: [N, C, HW]; channel c holds M = N*HW values. Every reduction is
+// deterministic and free of atomics, in two passes:
+//   1. partial sums: grid (C, G), block (c, g) sums a contiguous run of
+//      channel c's values (in double, thread-strided, then reduce.cuh's
+//      block_sum: shuffle trees of a fixed shape) into slot [c, g] of a
+//      scratch buffer. G > 1 only when a channel is long enough and there
+//      are too few channels to fill the GPU (ResNet's first layers: 64
+//      channels of N*112*112 values).
+//   2. finalize: one thread per channel adds its G partials in order and
+//      computes the statistics (and the running-average update, or the
+//      parameter gradients) and the per-channel coefficients of the
+//      elementwise pass, which is a third, fully parallel kernel.
+// As on the CPU (ops/cpu/batch_norm.cpp): the forward sums are taken around
+// the channel's first value (so a large mean does not cancel the variance
+// away), the variance is biased for normalising and unbiased (M > 1) for the
+// running average, coefficients are computed in double, and outputs are
+// formed from x - mean, never as x * scale + shift.
+//   forward   y  = (x - mean) * (gamma * invstd) + beta
+//   backward  gbeta = sum gy, ggamma = invstd * sum gy * (x - mean),
+//             gx = A*gy + B*(x - mean) + D with A = gamma*invstd,
+//             B = -A*invstd*ggamma/M, D = -A*gbeta/M (training), gx = A*gy (eval)
+#include "cuda/common.cuh"
+
+#include <algorithm>
+#include <cmath>
+
+#include "cuda/allocator.h"
+#include "cuda/cuda_kernels.h"
+#include "cuda/kernels/reduce.cuh"
+
+namespace ember::cuda {
+namespace {
+
+constexpr unsigned kSumThreads = 256;      // threads per block of the partial sums (a multiple of 32)
+constexpr unsigned kChannelThreads = 256;  // threads per block of the per-channel finalize kernels
+constexpr unsigned kApplyThreads = 256;    // threads per block of the elementwise passes
+constexpr int64_t kMinPerBlock = 1024;     // values per partial-sum block, at least
+constexpr int64_t kTargetBlocks = 264;     // split channels until about this many blocks
+
+// ---------------------------------------------------------------- kernels
+
+// Partial sums of channel c = blockIdx.x over values [g*chunk, (g+1)*chunk)
+// (g = blockIdx.y) of its N*HW, into pa/pb[c*G + g]:
+//   kGrad = false:  pa = sum (x - shift), pb = sum (x - shift)^2, shift = x[0, c, 0]
+//   kGrad = true:   pa = sum gy,  pb = sum gy * (x - mean[c])  (x - mean in T)
+//   x, gy: [N, C, HW]   mean: [C]   pa, pb: [C, G]
+template <typename T, bool kGrad>
+__global__ void partial_sums_kernel(const T* x, const T* gy, const T* mean, int64_t N, int64_t C, int64_t HW,
+                                    int64_t chunk, double* pa, double* pb) {
+  const int64_t c = blockIdx.x, g = blockIdx.y, G = gridDim.y, M = N * HW;
+  const int64_t begin = g * chunk, end = std::min(M, begin + chunk);
+  T center = T(0);  // the shift the sums are taken around
+  if constexpr (kGrad)
+    center = mean[c];
+  else if (M > 0)
+    center = x[c * HW];
+  double a = 0.0, b = 0.0;
+  for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
+    const int64_t at = ((j / HW) * C + c) * HW + j % HW;
+    if constexpr (kGrad) {
+      const double gv = double(gy[at]);
+      a += gv;
+      b += gv * double(x[at] - center);
+    } else {
+      const double d = double(x[at]) - double(center);
+      a += d;
+      b += d * d;
+    }
+  }
+  a = block_sum(a);  // fixed-shape shuffle trees (reduce.cuh): deterministic
+  b = block_sum(b);
+  if (threadIdx.x == 0) {
+    pa[c * G + g] = a;
+    pb[c * G + g] = b;
+  }
+}
+
+// Training forward, one thread per channel: statistics from the partials,
+// save_mean/save_invstd, the running averages, and coef = [mean | gamma*invstd | beta].
+//   pa, pb: [C, G]   coef: [3, C]
+template <typename T>
+__global__ void forward_finalize_kernel(const T* x, const double* pa, const double* pb, int64_t G, int64_t N,
+                                        int64_t C, int64_t HW, const T* gamma, const T* beta, T* save_mean,
+                                        T* save_invstd, T* running_mean, T* running_var, double momentum, double eps,
+                                        T* coef) {
+  for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < C; c += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t M = N * HW;
+    double s = 0.0, ss = 0.0;
+    for (int64_t g = 0; g < G; ++g) {
+      s += pa[c * G + g];
+      ss += pb[c * G + g];
+    }
+    const double shift = M > 0 ? double(x[c * HW]) : 0.0;
+    const double dmean = M > 0 ? s / double(M) : 0.0;
+    const double mean = shift + dmean;
+    const double var = M > 0 ? std::max(0.0, ss / double(M) - dmean * dmean) : 0.0;
+    const double invstd = 1.0 / ::sqrt(var + eps);
+    save_mean[c] = T(mean);
+    save_invstd[c] = T(invstd);
+    const double var_unbiased = M > 1 ? var * double(M) / double(M - 1) : var;
+    running_mean[c] = T((1.0 - momentum) * double(running_mean[c]) + momentum * mean);
+    running_var[c] = T((1.0 - momentum) * double(running_var[c]) + momentum * var_unbiased);
+    coef[c] = T(mean);
+    coef[C + c] = T(double(gamma[c]) * invstd);
+    coef[2 * C + c] = beta[c];
+  }
+}
+
+// Inference forward coefficients: coef = [running_mean | gamma / sqrt(running_var + eps) | beta].
+template <typename T>
+__global__ void eval_coef_kernel(const T* gamma, const T* beta, const T* running_mean, const T* running_var,
+                                 int64_t C, double eps, T* coef) {
+  for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < C; c += int64_t(gridDim.x) * blockDim.x) {
+    coef[c] = running_mean[c];
+    coef[C + c] = T(double(gamma[c]) / ::sqrt(double(running_var[c]) + eps));
+    coef[2 * C + c] = beta[c];
+  }
+}
+
+// y = (x - coef[0, c]) * coef[1, c] + coef[2, c]        x, y: [N, C, HW]  coef: [3, C]
+template <typename T>
+__global__ void forward_apply_kernel(const T* x, T* y, const T* coef, int64_t total, int64_t C, int64_t HW) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t c = (i / HW) % C;
+    y[i] = (x[i] - coef[c]) * coef[C + c] + coef[2 * C + c];
+  }
+}
+
+// Gradients of gamma and beta from the partials, one thread per channel, and
+// coef = [mean | A | B | D] for the gx pass. kTrain: invstd = save_invstd[c]
+// (`stat`) and the statistics' gradient terms B, D; else invstd =
+// 1 / sqrt(running_var[c] + eps) (`stat` = running_var) and B = D = 0.
+//   pa, pb: [C, G]   coef: [4, C]
+template <typename T, bool kTrain>
+__global__ void backward_finalize_kernel(const double* pa, const double* pb, int64_t G, int64_t M, int64_t C,
+                                         const T* gamma, const T* mean, const T* stat, double eps, T* ggamma,
+                                         T* gbeta, T* coef) {
+  for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < C; c += int64_t(gridDim.x) * blockDim.x) {
+    double s1 = 0.0, s2 = 0.0;
+    for (int64_t g = 0; g < G; ++g) {
+      s1 += pa[c * G + g];
+      s2 += pb[c * G + g];
+    }
+    const double invstd = kTrain ? double(stat[c]) : 1.0 / ::sqrt(double(stat[c]) + eps);
+    const double gb = s1, gg = s2 * invstd;
+    gbeta[c] = T(gb);
+    ggamma[c] = T(gg);
+    const double A = double(gamma[c]) * invstd;
+    const double inv_m = M > 0 ? 1.0 / double(M) : 0.0;
+    coef[c] = mean[c];
+    coef[C + c] = T(A);
+    coef[2 * C + c] = kTrain ? T(-A * invstd * gg * inv_m) : T(0);
+    coef[3 * C + c] = kTrain ? T(-A * gb * inv_m) : T(0);
+  }
+}
+
+// kTrain: gx = A*gy + (B*(x - mean) + D); else gx = A*gy.
+//   x, gy, gx: [N, C, HW]   coef: [4, C]
+template <typename T, bool kTrain>
+__global__ void backward_apply_kernel(const T* x, const T* gy, T* gx, const T* coef, int64_t total, int64_t C,
+                                      int64_t HW) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t c = (i / HW) % C;
+    if (kTrain)
+      gx[i] = coef[C + c] * gy[i] + (coef[2 * C + c] * (x[i] - coef[c]) + coef[3 * C + c]);
+    else
+      gx[i] = coef[C + c] * gy[i];
+  }
+}
+
+// -------------------------------------------------------------- launchers
+
+template <typename F>
+void dispatch_float(DType dt, const char* kernel, F&& f) {
+  switch (dt) {
+    case DType::f32: f(float{}); break;
+    case DType::f64: f(double{}); break;
+    default: fail(cat("cuda ", kernel, ": unsupported dtype ", dtype_name(dt)));
+  }
+}
+
+// Blocks per channel of the partial sums, and the values each one takes.
+struct Split {
+  int64_t G, chunk;
+};
+Split split_channels(int64_t C, int64_t M) {
+  int64_t G = std::min((M + kMinPerBlock - 1) / kMinPerBlock, (kTargetBlocks + C - 1) / C);
+  G = std::clamp<int64_t>(G, 1, 65535);
+  const int64_t chunk = std::max<int64_t>(1, (M + G - 1) / G);
+  return Split{std::max<int64_t>(1, (M + chunk - 1) / chunk), chunk};
+}
+
+// Partial sums of every channel into `part` ([2, C, G] doubles).
+template <typename T, bool kGrad>
+void partial_sums(const T* x, const T* gy, const T* mean, int64_t N, int64_t C, int64_t HW, const Split& sp,
+                  double* part, cudaStream_t stream) {
+  EMBER_CHECK(C <= 0x7fffffff, "cuda batch norm: too many channels (", C, ")");
+  launch(partial_sums_kernel<T, kGrad>, dim3(unsigned(C), unsigned(sp.G)), dim3(kSumThreads), 0, stream, x, gy, mean,
+         N, C, HW, sp.chunk, part, part + C * sp.G);
+}
+
+}  // namespace
+
+void batch_norm_forward_train(DType dt, const void* x, const void* gamma, const void* beta, void* y,
+                              void* save_mean, void* save_invstd, void* running_mean, void* running_var, int64_t N,
+                              int64_t C, int64_t HW, double momentum, double eps, Stream stream) {
+  dispatch_float(dt, "batch_norm_forward_train", [&](auto zero) {
+    using T = decltype(zero);
+    if (C <= 0) return;
+    const cudaStream_t s = as_cuda_stream(stream);
+    const T* px = static_cast<const T*>(x);
+    const Split sp = split_channels(C, N * HW);
+    DeviceBuffer part(size_t(2 * C * sp.G) * sizeof(double));
+    DeviceBuffer coef(size_t(3 * C) * sizeof(T));
+    partial_sums<T, false>(px, nullptr, nullptr, N, C, HW, sp, part.as<double>(), s);
+    launch(forward_finalize_kernel<T>, dim3(blocks_for(C, kChannelThreads)), dim3(kChannelThreads), 0, s, px,
+           part.as<double>(), part.as<double>() + C * sp.G, sp.G, N, C, HW, static_cast<const T*>(gamma),
+           static_cast<const T*>(beta), static_cast<T*>(save_mean), static_cast<T*>(save_invstd),
+           static_cast<T*>(running_mean), static_cast<T*>(running_var), momentum, eps, coef.as<T>());
+    const int64_t total = N * C * HW;
+    if (total > 0)
+      launch(forward_apply_kernel<T>, dim3(blocks_for(total, kApplyThreads)), dim3(kApplyThreads), 0, s, px,
+             static_cast<T*>(y), coef.as<T>(), total, C, HW);
+  });
+}
+
+void batch_norm_forward_eval(DType dt, const void* x, const void* gamma, const void* beta,
+                             const void* running_mean, const void* running_var, void* y, int64_t N, int64_t C,
+                             int64_t HW, double eps, Stream stream) {
+  dispatch_float(dt, "batch_norm_forward_eval", [&](auto zero) {
+    using T = decltype(zero);
+    const int64_t total = N * C * HW;
+    if (total <= 0) return;
+    const cudaStream_t s = as_cuda_stream(stream);
+    DeviceBuffer coef(size_t(3 * C) * sizeof(T));
+    launch(eval_coef_kernel<T>, dim3(blocks_for(C, kChannelThreads)), dim3(kChannelThreads), 0, s,
+           static_cast<const T*>(gamma), static_cast<const T*>(beta), static_cast<const T*>(running_mean),
+           static_cast<const T*>(running_var), C, eps, coef.as<T>());
+    launch(forward_apply_kernel<T>, dim3(blocks_for(total, kApplyThreads)), dim3(kApplyThreads), 0, s,
+           static_cast<const T*>(x), static_cast<T*>(y), coef.as<T>(), total, C, HW);
+  });
+}
+
+namespace {
+// The two backward kernels: partial sums, finalize (kTrain picks the
+// formula), elementwise gx.
+template <typename T, bool kTrain>
+void batch_norm_backward(const T* x, const T* gy, const T* gamma, const T* mean, const T* stat, double eps, T* gx,
+                         T* ggamma, T* gbeta, int64_t N, int64_t C, int64_t HW, cudaStream_t s) {
+  if (C <= 0) return;
+  const Split sp = split_channels(C, N * HW);
+  DeviceBuffer part(size_t(2 * C * sp.G) * sizeof(double));
+  DeviceBuffer coef(size_t(4 * C) * sizeof(T));
+  partial_sums<T, true>(x, gy, mean, N, C, HW, sp, part.as<double>(), s);
+  launch(backward_finalize_kernel<T, kTrain>, dim3(blocks_for(C, kChannelThreads)), dim3(kChannelThreads), 0, s,
+         part.as<double>(), part.as<double>() + C * sp.G, sp.G, N * HW, C, gamma, mean, stat, eps, ggamma, gbeta,
+         coef.as<T>());
+  const int64_t total = N * C * HW;
+  if (total > 0)
+    launch(backward_apply_kernel<T, kTrain>, dim3(blocks_for(total, kApplyThreads)), dim3(kApplyThreads), 0, s, x, gy,
+           gx, coef.as<T>(), total, C, HW);
+}
+}  // namespace
+
+void batch_norm_backward_train(DType dt, const void* x, const void* gy, const void* gamma, const void* save_mean,
+                               const void* save_invstd, void* gx, void* ggamma, void* gbeta, int64_t N, int64_t C,
+                               int64_t HW, Stream stream) {
+  dispatch_float(dt, "batch_norm_backward_train", [&](auto zero) {
+    using T = decltype(zero);
+    batch_norm_backward<T, true>(static_cast<const T*>(x), static_cast<const T*>(gy), static_cast<const T*>(gamma),
+                                 static_cast<const T*>(save_mean), static_cast<const T*>(save_invstd), 0.0,
+                                 static_cast<T*>(gx), static_cast<T*>(ggamma), static_cast<T*>(gbeta), N, C, HW,
+                                 as_cuda_stream(stream));
+  });
+}
+
+void batch_norm_backward_eval(DType dt, const void* x, const void* gy, const void* gamma,
+                              const void* running_mean, const void* running_var, void* gx, void* ggamma,
+                              void* gbeta, int64_t N, int64_t C, int64_t HW, double eps, Stream stream) {
+  dispatch_float(dt, "batch_norm_backward_eval", [&](auto zero) {
+    using T = decltype(zero);
+    batch_norm_backward<T, false>(static_cast<const T*>(x), static_cast<const T*>(gy), static_cast<const T*>(gamma),
+                                  static_cast<const T*>(running_mean), static_cast<const T*>(running_var), eps,
+                                  static_cast<T*>(gx), static_cast<T*>(ggamma), static_cast<T*>(gbeta), N, C, HW,
+                                  as_cuda_stream(stream));
+  });
+}
+
+}  // namespace ember::cuda

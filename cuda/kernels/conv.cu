@@ -1,0 +1,326 @@
+// cuda/kernels/conv.cu — im2col, col2im and the three native convolution
+// kernels (groups = 1, dilation = 1, any kernel size, stride and padding),
+// f32 and f64.
+//
+// Convolution is IMPLICIT GEMM: the tiled kernel of gemm.cuh, with loaders
+// that gather the im2col matrix (or its transpose-convolution counterpart)
+// from the image on the fly, tile by tile, instead of materialising it:
+//
+//   forward          y  [K, N*P*Q] = w [K, C*R*S] * col(x) [C*R*S, N*P*Q]
+//                    (A: the filter as a plain matrix; B: x gathered, zero
+//                    outside the image; the store scatters column n*PQ + pq
+//                    to y[n, k, pq])
+//   backward data    gx [C, N*H*W] = w^T [C, K*R*S] * gyc [K*R*S, N*H*W]
+//                    gyc(k*RS + r*S + s, (n, h, w)) = gy[n, k, p, q] when
+//                    h + pad_h - r = p*stride_h (and likewise for w) with
+//                    0 <= p < P, 0 <= q < Q, else 0: the transposed
+//                    convolution as a gather, so every gx element is written
+//                    once (no col2im, no atomics)
+//   backward filter  gw [K, C*R*S] = gy [K, N*P*Q] * col(x)^T [N*P*Q, C*R*S]
+//                    both operands gathered; M*N is small and the inner
+//                    dimension N*P*Q long, so it is SPLIT-K: slice z of the
+//                    grid sums a contiguous run of (n, p, q) into its own
+//                    partial gw, and a second kernel adds the partials in
+//                    slice order (deterministic, no float atomics). Slices
+//                    are added only while the tiles alone would leave the GPU
+//                    short of blocks.
+//
+// Why implicit GEMM rather than im2col + gemm per image: no workspace of
+// C*R*S*P*Q elements per image (9x the activation for a 3x3 conv), one
+// launch for the whole batch instead of one or two per image (ResNet's late
+// layers have P*Q = 49, far too little for a GPU per image), and the same
+// tile loop — and the same test coverage — as the plain GEMM. The price is
+// an index decode per gathered element; indices are 32-bit whenever every
+// tensor has fewer than 2^31 elements (the usual case), 64-bit otherwise.
+//
+// im2col / col2im (one image, as ops/kernels.h defines them) are one thread
+// per output element; col2im is a gather per input pixel over the (r, s)
+// taps that reach it, summed in the CPU's order.
+#include "cuda/common.cuh"
+
+#include <algorithm>
+
+#include "cuda/allocator.h"
+#include "cuda/cuda_kernels.h"
+#include "cuda/kernels/gemm.cuh"
+
+namespace ember::cuda {
+namespace {
+
+constexpr unsigned kIm2colThreads = 256;   // threads per block of im2col / col2im
+constexpr unsigned kReduceThreads = 256;   // threads per block of the split-K reduction
+constexpr int64_t kSplitTargetBlocks = 264;  // split-K until about this many blocks (2 per SM on an H100)
+constexpr int64_t kSplitMinChunk = 256;     // inner-dimension elements per split-K slice, at least
+constexpr int kMaxSplits = 64;
+
+// The geometry as index type I (int32_t when every tensor fits, else int64_t).
+template <typename I>
+struct ConvDims {
+  I N, C, H, W, K, R, S, sh, sw, ph, pw, P, Q;
+};
+
+template <typename I>
+ConvDims<I> dims_of(const Conv2dGeometry& g) {
+  return ConvDims<I>{I(g.N), I(g.C), I(g.H), I(g.W), I(g.K), I(g.R), I(g.S), I(g.stride_h), I(g.stride_w),
+                     I(g.pad_h), I(g.pad_w), I(g.P), I(g.Q)};
+}
+
+// im2col entry (row crs = (c*R + r)*S + s, column pq = p*Q + q) of image n.
+//   x: [N, C, H, W]
+template <typename T, typename I>
+__device__ __forceinline__ T im2col_value(const T* x, const ConvDims<I>& d, I n, I crs, I pq) {
+  const I s = crs % d.S, cr = crs / d.S;
+  const I r = cr % d.R, c = cr / d.R;
+  const I q = pq % d.Q, p = pq / d.Q;
+  const I h = p * d.sh - d.ph + r, w = q * d.sw - d.pw + s;
+  return (h >= 0 && h < d.H && w >= 0 && w < d.W) ? x[((n * d.C + c) * d.H + h) * d.W + w] : T(0);
+}
+
+// ---------------------------------------------------------------- kernels
+
+// col[crs, pq] = x[c, p*sh - ph + r, q*sw - pw + s] (0 outside)     x: [C, H, W]  col: [C*R*S, P*Q]
+template <typename T, typename I>
+__global__ void im2col_kernel(ConvDims<I> d, const T* x, T* col) {
+  const I PQ = d.P * d.Q;
+  const int64_t total = int64_t(d.C) * d.R * d.S * PQ;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
+    col[i] = im2col_value(x, d, I(0), I(i / PQ), I(i % PQ));
+}
+
+// x[c, h, w] = sum over the taps (r, s) with h + ph - r = p*sh, w + pw - s = q*sw
+// inside the output of col[(c*R + r)*S + s, p*Q + q]      col: [C*R*S, P*Q]  x: [C, H, W]
+template <typename T, typename I>
+__global__ void col2im_kernel(ConvDims<I> d, const T* col, T* x) {
+  const I PQ = d.P * d.Q;
+  const int64_t total = int64_t(d.C) * d.H * d.W;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const I w = I(i % d.W), h = I((i / d.W) % d.H), c = I(i / (int64_t(d.W) * d.H));
+    T sum = T(0);
+    for (I r = 0; r < d.R; ++r) {
+      const I hp = h + d.ph - r;
+      if (hp < 0 || hp % d.sh != 0 || hp / d.sh >= d.P) continue;
+      const I p = hp / d.sh;
+      for (I s = 0; s < d.S; ++s) {
+        const I wq = w + d.pw - s;
+        if (wq < 0 || wq % d.sw != 0 || wq / d.sw >= d.Q) continue;
+        sum += col[((c * d.R + r) * d.S + s) * PQ + p * d.Q + wq / d.sw];
+      }
+    }
+    x[i] = sum;
+  }
+}
+
+// gw[i] = sum over z of part[z, i], z in order       part: [splits, n]  gw: [n]
+template <typename T>
+__global__ void sum_slices_kernel(const T* part, int splits, int64_t n, T* gw) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    T s = part[i];
+    for (int z = 1; z < splits; ++z) s += part[int64_t(z) * n + i];
+    gw[i] = s;
+  }
+}
+
+// ------------------------------------------------- implicit-GEMM operands
+
+// forward B(crs, n*PQ + pq) = col(x[n])[crs, pq]
+template <typename T, typename I>
+struct ForwardB {
+  const T* x;
+  ConvDims<I> d;
+  static constexpr bool kKFastest = false;  // consecutive columns = consecutive q
+  __device__ __forceinline__ T operator()(int64_t crs, int64_t npq) const {
+    const I PQ = d.P * d.Q;
+    return im2col_value(x, d, I(npq / PQ), I(crs), I(npq % PQ));
+  }
+};
+
+// Column n*plane + i of a [channels, N*plane] result goes to y[n, row, i].
+//   y: [N, channels, plane]
+template <typename T, typename I>
+struct StorePlanes {
+  T* y;
+  I channels, plane;
+  __device__ __forceinline__ void operator()(int, int64_t row, int64_t col, T acc) const {
+    const I n = I(col / plane), i = I(col % plane);
+    y[(n * channels + I(row)) * plane + i] = acc;
+  }
+};
+
+// backward data A(c, k*RS + rs) = w[k, c, rs]       w: [K, C, R*S]
+template <typename T, typename I>
+struct BackwardDataA {
+  const T* w;
+  I C, RS;
+  static constexpr bool kKFastest = true;  // consecutive k*RS + rs run along rs
+  __device__ __forceinline__ T operator()(int64_t c, int64_t krs) const {
+    const I k = I(krs / RS), rs = I(krs % RS);
+    return w[(k * C + I(c)) * RS + rs];
+  }
+};
+
+// backward data B(k*RS + r*S + s, (n*H + h)*W + w) = gy[n, k, p, q] where
+// h + ph - r = p*sh and w + pw - s = q*sw, inside the output; else 0.
+template <typename T, typename I>
+struct BackwardDataB {
+  const T* gy;
+  ConvDims<I> d;
+  static constexpr bool kKFastest = false;  // consecutive columns = consecutive w
+  __device__ __forceinline__ T operator()(int64_t krs_, int64_t nhw_) const {
+    const I krs = I(krs_), nhw = I(nhw_);
+    const I s = krs % d.S, kr = krs / d.S;
+    const I r = kr % d.R, k = kr / d.R;
+    const I w = nhw % d.W, nh = nhw / d.W;
+    const I h = nh % d.H, n = nh / d.H;
+    const I hp = h + d.ph - r, wq = w + d.pw - s;
+    if (hp < 0 || wq < 0 || hp % d.sh != 0 || wq % d.sw != 0) return T(0);
+    const I p = hp / d.sh, q = wq / d.sw;
+    return (p < d.P && q < d.Q) ? gy[((n * d.K + k) * d.P + p) * d.Q + q] : T(0);
+  }
+};
+
+// backward filter A(k, n*PQ + pq) = gy[n, k, pq]      gy: [N, K, P*Q]
+template <typename T, typename I>
+struct BackwardFilterA {
+  const T* gy;
+  I K, PQ;
+  static constexpr bool kKFastest = true;  // consecutive n*PQ + pq run along pq
+  __device__ __forceinline__ T operator()(int64_t k, int64_t npq) const {
+    const I n = I(npq / PQ), pq = I(npq % PQ);
+    return gy[(n * K + I(k)) * PQ + pq];
+  }
+};
+
+// backward filter B(n*PQ + pq, crs) = col(x[n])[crs, pq]
+template <typename T, typename I>
+struct BackwardFilterB {
+  const T* x;
+  ConvDims<I> d;
+  static constexpr bool kKFastest = true;  // consecutive inner indices = consecutive q
+  __device__ __forceinline__ T operator()(int64_t npq, int64_t crs) const {
+    const I PQ = d.P * d.Q;
+    return im2col_value(x, d, I(npq / PQ), I(crs), I(npq % PQ));
+  }
+};
+
+// Split-K slice z of a [rows, ld] result: out[z*slice + row*ld + col].
+template <typename T>
+struct StoreSlices {
+  T* out;
+  int64_t slice, ld;
+  __device__ __forceinline__ void operator()(int z, int64_t row, int64_t col, T acc) const {
+    out[z * slice + row * ld + col] = acc;
+  }
+};
+
+// -------------------------------------------------------------- launchers
+
+// Calls f(T{}, I{}): T from dt (f32/f64), I = int32_t when `max_elems` < 2^31.
+template <typename F>
+void dispatch_conv(DType dt, int64_t max_elems, const char* kernel, F&& f) {
+  const bool narrow = max_elems < (int64_t(1) << 31);
+  switch (dt) {
+    case DType::f32:
+      if (narrow) f(float{}, int32_t{});
+      else f(float{}, int64_t{});
+      break;
+    case DType::f64:
+      if (narrow) f(double{}, int32_t{});
+      else f(double{}, int64_t{});
+      break;
+    default: fail(cat("cuda ", kernel, ": unsupported dtype ", dtype_name(dt)));
+  }
+}
+
+// The largest tensor (or index space) a convolution touches.
+int64_t conv_max_elems(const Conv2dGeometry& g) {
+  return std::max({g.N * g.C * g.H * g.W, g.N * g.K * g.P * g.Q, g.K * g.C * g.R * g.S});
+}
+
+template <typename T, typename I, typename Cfg>
+void backward_filter_tiles(const Conv2dGeometry& g, const T* x, const T* gy, T* gw, cudaStream_t stream) {
+  const int64_t M = g.K, N = g.col_rows(), Kdim = g.N * g.P * g.Q;
+  const ConvDims<I> d = dims_of<I>(g);
+  const BackwardFilterA<T, I> load_a{gy, I(g.K), I(g.P * g.Q)};
+  const BackwardFilterB<T, I> load_b{x, d};
+  const int64_t tiles = ((M + Cfg::BM - 1) / Cfg::BM) * ((N + Cfg::BN - 1) / Cfg::BN);
+  int64_t splits = 1;
+  if (tiles < kSplitTargetBlocks)
+    splits = std::clamp<int64_t>(std::min(kSplitTargetBlocks / tiles, (Kdim + kSplitMinChunk - 1) / kSplitMinChunk), 1,
+                                 kMaxSplits);
+  int64_t kchunk = (Kdim + splits - 1) / splits;
+  kchunk = std::max<int64_t>(Cfg::BK, (kchunk + Cfg::BK - 1) / Cfg::BK * Cfg::BK);
+  splits = std::max<int64_t>(1, (Kdim + kchunk - 1) / kchunk);
+  const int64_t slice = M * N;
+  if (splits == 1) {
+    launch_gemm_tiled<T, Cfg>(M, N, Kdim, 1, kchunk, load_a, load_b, StoreSlices<T>{gw, slice, N}, stream);
+    return;
+  }
+  DeviceBuffer part(size_t(splits * slice) * sizeof(T));
+  launch_gemm_tiled<T, Cfg>(M, N, Kdim, int(splits), kchunk, load_a, load_b, StoreSlices<T>{part.as<T>(), slice, N},
+                            stream);
+  launch(sum_slices_kernel<T>, dim3(blocks_for(slice, kReduceThreads)), dim3(kReduceThreads), 0, stream,
+         part.as<T>(), int(splits), slice, gw);
+  // `part` goes back to the cache here: later work on the stream runs after the kernels above.
+}
+
+}  // namespace
+
+void im2col(DType dt, const Conv2dGeometry& g, const void* x, void* col, Stream stream) {
+  const int64_t total = g.col_rows() * g.col_cols();
+  dispatch_conv(dt, std::max(total, g.C * g.H * g.W), "im2col", [&](auto t, auto i) {
+    using T = decltype(t);
+    using I = decltype(i);
+    if (total > 0)
+      launch(im2col_kernel<T, I>, dim3(blocks_for(total, kIm2colThreads)), dim3(kIm2colThreads), 0,
+             as_cuda_stream(stream), dims_of<I>(g), static_cast<const T*>(x), static_cast<T*>(col));
+  });
+}
+
+void col2im(DType dt, const Conv2dGeometry& g, const void* col, void* x, Stream stream) {
+  const int64_t total = g.C * g.H * g.W;
+  dispatch_conv(dt, std::max(total, g.col_rows() * g.col_cols()), "col2im", [&](auto t, auto i) {
+    using T = decltype(t);
+    using I = decltype(i);
+    if (total > 0)
+      launch(col2im_kernel<T, I>, dim3(blocks_for(total, kIm2colThreads)), dim3(kIm2colThreads), 0,
+             as_cuda_stream(stream), dims_of<I>(g), static_cast<const T*>(col), static_cast<T*>(x));
+  });
+}
+
+void conv2d_forward(DType dt, const Conv2dGeometry& g, const void* x, const void* w, void* y, Stream stream) {
+  dispatch_conv(dt, conv_max_elems(g), "conv2d_forward", [&](auto t, auto i) {
+    using T = decltype(t);
+    using I = decltype(i);
+    launch_gemm_auto<T>(g.K, g.N * g.P * g.Q, g.col_rows(), MatrixA<T, false>{static_cast<const T*>(w), g.col_rows()},
+                        ForwardB<T, I>{static_cast<const T*>(x), dims_of<I>(g)},
+                        StorePlanes<T, I>{static_cast<T*>(y), I(g.K), I(g.P * g.Q)}, as_cuda_stream(stream));
+  });
+}
+
+void conv2d_backward_data(DType dt, const Conv2dGeometry& g, const void* gy, const void* w, void* gx,
+                          Stream stream) {
+  dispatch_conv(dt, conv_max_elems(g), "conv2d_backward_data", [&](auto t, auto i) {
+    using T = decltype(t);
+    using I = decltype(i);
+    launch_gemm_auto<T>(g.C, g.N * g.H * g.W, g.K * g.R * g.S,
+                        BackwardDataA<T, I>{static_cast<const T*>(w), I(g.C), I(g.R * g.S)},
+                        BackwardDataB<T, I>{static_cast<const T*>(gy), dims_of<I>(g)},
+                        StorePlanes<T, I>{static_cast<T*>(gx), I(g.C), I(g.H * g.W)}, as_cuda_stream(stream));
+  });
+}
+
+void conv2d_backward_filter(DType dt, const Conv2dGeometry& g, const void* x, const void* gy, void* gw,
+                            Stream stream) {
+  dispatch_conv(dt, conv_max_elems(g), "conv2d_backward_filter", [&](auto t, auto i) {
+    using T = decltype(t);
+    using I = decltype(i);
+    const T* px = static_cast<const T*>(x);
+    const T* pgy = static_cast<const T*>(gy);
+    T* pgw = static_cast<T*>(gw);
+    with_gemm_tile<T>(g.K, g.col_rows(), [&](auto tile) {
+      backward_filter_tiles<T, I, decltype(tile)>(g, px, pgy, pgw, as_cuda_stream(stream));
+    });
+  });
+}
+
+}  // namespace ember::cuda

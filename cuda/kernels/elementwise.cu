@@ -1,0 +1,202 @@
+// cuda/kernels/elementwise.cu — the elementwise and per-channel broadcast
+// CUDA kernels: add, axpby, relu forward/backward, bias add and its gradient
+// (the counterparts of ops/cpu/elementwise.cpp).
+//
+// The elementwise kernels are one grid-stride pass, one element per thread
+// and step, in the element type (f32 or f64). An output may be exactly one
+// of the inputs (in-place add, relu, gradient accumulation): every element is
+// read and written by the same thread, so that needs no care; partial
+// overlaps are not supported. axpby with beta == 0 never reads y, so NaN or
+// garbage there does not leak into the result.
+//
+// bias_backward reduces each channel in double, deterministically: for
+// gy: [outer, channels] (inner == 1) with many channels, one thread per
+// channel adds its column top to bottom (the CPU's order, so the same bits);
+// otherwise one block per channel (32 to 256 threads, fixed by the shape),
+// each thread adds a fixed strided subset of the channel's elements and
+// block_sum (cuda/kernels/reduce.cuh) combines the threads in a fixed tree.
+// No atomics, so every run gives the same bits.
+#include <algorithm>
+
+#include "cuda/common.cuh"
+#include "cuda/cuda_kernels.h"
+#include "cuda/kernels/reduce.cuh"
+
+namespace ember::cuda {
+
+namespace {
+
+constexpr unsigned kElementwiseThreads = 256;    // threads per block of the elementwise kernels
+constexpr int64_t kBiasReduceMaxThreads = 256;   // threads per block (= per channel) of bias_backward, at most
+constexpr unsigned kBiasColumnThreads = 128;     // threads per block of the column-per-thread bias_backward
+constexpr int64_t kBiasColumnMinChannels = 128;  // inner == 1 and at least this many channels: column kernel
+constexpr unsigned kMaxReduceBlocks = 8192;      // grid cap of the block-per-channel kernel (it loops beyond)
+
+// Calls f(T{}) with T = float or double for dt; any other dtype is an error.
+template <typename F>
+void dispatch_float(DType dt, const char* kernel, F&& f) {
+  switch (dt) {
+    case DType::f32: return f(float{});
+    case DType::f64: return f(double{});
+    default: fail(cat("cuda ", kernel, ": unsupported dtype ", dtype_name(dt)));
+  }
+}
+
+// ----------------------------------------------------------------- kernels
+// (no __restrict__ on the elementwise kernels: outputs may alias inputs)
+
+// y = a + b                                                   a, b, y: [n]
+template <typename T>
+__global__ void add_kernel(const T* a, const T* b, T* y, int64_t n) {
+  for (int64_t i = grid_thread_index(); i < n; i += grid_thread_count()) y[i] = a[i] + b[i];
+}
+
+// y = alpha * x + beta * y; the three forms of the CPU kernel   x, y: [n]
+enum class AxpbyForm : int { scale, accumulate, general };  // beta == 0 | alpha == beta == 1 | otherwise
+template <typename T>
+__global__ void axpby_kernel(T alpha, const T* x, T beta, T* y, int64_t n, AxpbyForm form) {
+  for (int64_t i = grid_thread_index(); i < n; i += grid_thread_count()) {
+    if (form == AxpbyForm::scale)
+      y[i] = alpha * x[i];  // y is never read
+    else if (form == AxpbyForm::accumulate)
+      y[i] += x[i];
+    else
+      y[i] = alpha * x[i] + beta * y[i];
+  }
+}
+
+// y = max(x, 0), NaN stays NaN                                x, y: [n]
+template <typename T>
+__global__ void relu_forward_kernel(const T* x, T* y, int64_t n) {
+  for (int64_t i = grid_thread_index(); i < n; i += grid_thread_count()) {
+    const T v = x[i];
+    y[i] = v < T(0) ? T(0) : v;
+  }
+}
+
+// gx = y > 0 ? gy : 0                                         y, gy, gx: [n]
+template <typename T>
+__global__ void relu_backward_kernel(const T* y, const T* gy, T* gx, int64_t n) {
+  for (int64_t i = grid_thread_index(); i < n; i += grid_thread_count()) gx[i] = y[i] > T(0) ? gy[i] : T(0);
+}
+
+// y[o, c, i] += b[c]                           y: [outer, channels, inner]  b: [channels]
+template <typename T>
+__global__ void bias_add_kernel(T* __restrict__ y, const T* __restrict__ b, int64_t total, int64_t channels,
+                                int64_t inner) {
+  for (int64_t j = grid_thread_index(); j < total; j += grid_thread_count()) y[j] += b[(j / inner) % channels];
+}
+
+// gb[c] = sum over o of gy[o, c], one thread per channel, rows in order
+//   gy: [outer, channels]   gb: [channels]
+template <typename T>
+__global__ void bias_backward_column_kernel(const T* __restrict__ gy, T* __restrict__ gb, int64_t outer,
+                                            int64_t channels) {
+  for (int64_t c = grid_thread_index(); c < channels; c += grid_thread_count()) {
+    double s = 0.0;
+    for (int64_t o = 0; o < outer; ++o) s += double(gy[o * channels + c]);
+    gb[c] = T(s);
+  }
+}
+
+// gb[c] = sum over o, i of gy[o, c, i], one block per channel (blocks loop
+// over channels; the loop bound is the same for every thread of a block, so
+// all of them reach block_sum's barriers)
+//   gy: [outer, channels, inner]   gb: [channels]
+template <typename T>
+__global__ void bias_backward_block_kernel(const T* __restrict__ gy, T* __restrict__ gb, int64_t outer,
+                                           int64_t channels, int64_t inner) {
+  const int64_t per_channel = outer * inner;
+  for (int64_t c = blockIdx.x; c < channels; c += gridDim.x) {
+    double s = 0.0;
+    for (int64_t j = threadIdx.x; j < per_channel; j += blockDim.x) {
+      const int64_t o = j / inner, i = j - o * inner;
+      s += double(gy[(o * channels + c) * inner + i]);
+    }
+    s = block_sum(s);
+    if (threadIdx.x == 0) gb[c] = T(s);
+  }
+}
+
+}  // namespace
+
+// --------------------------------------------------------------- launchers
+
+// y = a + b                                                 a, b, y: [n]
+void add(DType dt, const void* a, const void* b, void* y, int64_t n, Stream stream) {
+  dispatch_float(dt, "add", [&](auto zero) {
+    using T = decltype(zero);
+    if (n <= 0) return;
+    launch(add_kernel<T>, dim3(blocks_for(n, kElementwiseThreads)), dim3(kElementwiseThreads), 0,
+           as_cuda_stream(stream), static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(y), n);
+  });
+}
+
+// y = alpha * x + beta * y; beta == 0 never reads y        x, y: [n]
+void axpby(DType dt, double alpha, const void* x, double beta, void* y, int64_t n, Stream stream) {
+  dispatch_float(dt, "axpby", [&](auto zero) {
+    using T = decltype(zero);
+    if (n <= 0) return;
+    const AxpbyForm form = beta == 0.0                   ? AxpbyForm::scale
+                           : alpha == 1.0 && beta == 1.0 ? AxpbyForm::accumulate
+                                                         : AxpbyForm::general;
+    launch(axpby_kernel<T>, dim3(blocks_for(n, kElementwiseThreads)), dim3(kElementwiseThreads), 0,
+           as_cuda_stream(stream), static_cast<T>(alpha), static_cast<const T*>(x), static_cast<T>(beta),
+           static_cast<T*>(y), n, form);
+  });
+}
+
+// y = max(x, 0)                                             x, y: [n]
+void relu_forward(DType dt, const void* x, void* y, int64_t n, Stream stream) {
+  dispatch_float(dt, "relu_forward", [&](auto zero) {
+    using T = decltype(zero);
+    if (n <= 0) return;
+    launch(relu_forward_kernel<T>, dim3(blocks_for(n, kElementwiseThreads)), dim3(kElementwiseThreads), 0,
+           as_cuda_stream(stream), static_cast<const T*>(x), static_cast<T*>(y), n);
+  });
+}
+
+// gx = y > 0 ? gy : 0                                       y, gy, gx: [n]
+void relu_backward(DType dt, const void* y, const void* gy, void* gx, int64_t n, Stream stream) {
+  dispatch_float(dt, "relu_backward", [&](auto zero) {
+    using T = decltype(zero);
+    if (n <= 0) return;
+    launch(relu_backward_kernel<T>, dim3(blocks_for(n, kElementwiseThreads)), dim3(kElementwiseThreads), 0,
+           as_cuda_stream(stream), static_cast<const T*>(y), static_cast<const T*>(gy), static_cast<T*>(gx), n);
+  });
+}
+
+// y[o, c, i] += b[c]                         y: [outer, channels, inner]  b: [channels]
+void bias_add(DType dt, void* y, const void* b, int64_t outer, int64_t channels, int64_t inner, Stream stream) {
+  dispatch_float(dt, "bias_add", [&](auto zero) {
+    using T = decltype(zero);
+    const int64_t total = outer * channels * inner;
+    if (total <= 0) return;
+    launch(bias_add_kernel<T>, dim3(blocks_for(total, kElementwiseThreads)), dim3(kElementwiseThreads), 0,
+           as_cuda_stream(stream), static_cast<T*>(y), static_cast<const T*>(b), total, channels, inner);
+  });
+}
+
+// gb[c] = sum over o, i of gy[o, c, i]      gy: [outer, channels, inner] gb: [channels]
+void bias_backward(DType dt, const void* gy, void* gb, int64_t outer, int64_t channels, int64_t inner, Stream stream) {
+  dispatch_float(dt, "bias_backward", [&](auto zero) {
+    using T = decltype(zero);
+    if (channels <= 0) return;
+    const cudaStream_t s = as_cuda_stream(stream);
+    const T* pgy = static_cast<const T*>(gy);
+    T* pgb = static_cast<T*>(gb);
+    const int64_t o = outer < 0 ? 0 : outer, i = inner < 0 ? 0 : inner;
+    if (i == 1 && channels >= kBiasColumnMinChannels) {
+      launch(bias_backward_column_kernel<T>, dim3(blocks_for(channels, kBiasColumnThreads)), dim3(kBiasColumnThreads),
+             0, s, pgy, pgb, o, channels);
+    } else {
+      // a warp per 32 values of a channel, up to kBiasReduceMaxThreads (a function of the shape only)
+      const int64_t threads =
+          std::clamp<int64_t>((o * i + kWarpSize - 1) / kWarpSize * kWarpSize, kWarpSize, kBiasReduceMaxThreads);
+      const unsigned blocks = unsigned(channels < int64_t(kMaxReduceBlocks) ? channels : kMaxReduceBlocks);
+      launch(bias_backward_block_kernel<T>, dim3(blocks), dim3(unsigned(threads)), 0, s, pgy, pgb, o, channels, i);
+    }
+  });
+}
+
+}  // namespace ember::cuda

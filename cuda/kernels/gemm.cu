@@ -1,0 +1,97 @@
+// cuda/kernels/gemm.cu — the `gemm` kernel of the CUDA table:
+//   C = alpha * op(A) * op(B) + beta * C, row-major, f32 and f64,
+//   op(A): [M, K] (A stored [M, K] with lda >= K, or [K, M] with lda >= M
+//   when trans_a), op(B): [K, N] likewise, C: [M, N] with ldc >= N.
+//
+// The tile loop is gemm_tiled_kernel (gemm.cuh): 64x64 block tiles with a
+// 4x4 register micro-tile per thread (BK = 16), 128x128 tiles with 8x8
+// (BK = 8) for big f32 products, or 32x32 tiles with 2x2 when M or N is
+// below 64 (with_gemm_tile picks); each of the four transpose combinations is its own
+// instantiation (MatrixA/MatrixB loaders with the transpose as a template
+// argument), so the loaders read global memory coalesced in each case. The
+// store functor applies alpha and beta; beta == 0 never reads C (so NaN or
+// garbage in C is overwritten, as in BLAS). As on the CPU, K == 0 or
+// alpha == 0 only scales C (C = beta * C, or 0), without reading A or B.
+// Every element of C is written by exactly one thread: results are
+// deterministic.
+#include "cuda/common.cuh"
+
+#include "cuda/cuda_kernels.h"
+#include "cuda/kernels/gemm.cuh"
+
+namespace ember::cuda {
+namespace {
+
+constexpr unsigned kScaleThreads = 256;  // threads per block of the C = beta * C kernel
+
+// ---------------------------------------------------------------- kernels
+
+// C = beta * C (beta == 0 writes zeros, never reading C)      C: [M, N] (ldc)
+template <typename T>
+__global__ void scale_c_kernel(int64_t M, int64_t N, T beta, T* C, int64_t ldc) {
+  const int64_t total = M * N;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    T& c = C[(i / N) * ldc + i % N];
+    c = beta == T(0) ? T(0) : beta * c;
+  }
+}
+
+// The gemm epilogue: C[i, j] = alpha * acc + beta * C[i, j].
+template <typename T>
+struct StoreAlphaBeta {
+  T* c;
+  int64_t ldc;
+  T alpha, beta;
+  __device__ __forceinline__ void operator()(int, int64_t i, int64_t j, T acc) const {
+    T& out = c[i * ldc + j];
+    out = beta == T(0) ? alpha * acc : alpha * acc + beta * out;
+  }
+};
+
+// -------------------------------------------------------------- launchers
+
+template <typename T, bool kTransA, bool kTransB>
+void gemm_typed(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B, int64_t ldb, T beta,
+                T* C, int64_t ldc, cudaStream_t stream) {
+  launch_gemm_auto<T>(M, N, K, MatrixA<T, kTransA>{A, lda}, MatrixB<T, kTransB>{B, ldb},
+                      StoreAlphaBeta<T>{C, ldc, alpha, beta}, stream);
+}
+
+template <typename T>
+void gemm_dispatch(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+                   const T* B, int64_t ldb, T beta, T* C, int64_t ldc, cudaStream_t stream) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0 || alpha == T(0)) {
+    launch(scale_c_kernel<T>, dim3(blocks_for(M * N, kScaleThreads)), dim3(kScaleThreads), 0, stream, M, N, beta, C,
+           ldc);
+    return;
+  }
+  if (!trans_a && !trans_b) gemm_typed<T, false, false>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, stream);
+  if (!trans_a && trans_b) gemm_typed<T, false, true>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, stream);
+  if (trans_a && !trans_b) gemm_typed<T, true, false>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, stream);
+  if (trans_a && trans_b) gemm_typed<T, true, true>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, stream);
+}
+
+}  // namespace
+
+void gemm(DType dt, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const void* A,
+          int64_t lda, const void* B, int64_t ldb, double beta, void* C, int64_t ldc, Stream stream) {
+  const bool empty = M <= 0 || N <= 0 || K <= 0;
+  EMBER_CHECK(empty || (ldc >= N && lda >= (trans_a ? M : K) && ldb >= (trans_b ? K : N)),
+              "cuda gemm: leading dimensions (", lda, ", ", ldb, ", ", ldc, ") too small for M = ", M, ", N = ", N,
+              ", K = ", K);
+  const cudaStream_t s = as_cuda_stream(stream);
+  switch (dt) {
+    case DType::f32:
+      gemm_dispatch<float>(trans_a, trans_b, M, N, K, float(alpha), static_cast<const float*>(A), lda,
+                           static_cast<const float*>(B), ldb, float(beta), static_cast<float*>(C), ldc, s);
+      break;
+    case DType::f64:
+      gemm_dispatch<double>(trans_a, trans_b, M, N, K, alpha, static_cast<const double*>(A), lda,
+                            static_cast<const double*>(B), ldb, beta, static_cast<double*>(C), ldc, s);
+      break;
+    default: fail(cat("cuda gemm: unsupported dtype ", dtype_name(dt)));
+  }
+}
+
+}  // namespace ember::cuda

@@ -1,0 +1,233 @@
+// cuda/kernels/gemm.cuh — the shared-memory tiled GEMM kernel template,
+// shared by gemm.cu (plain row-major GEMM) and conv.cu (implicit-GEMM
+// convolution).
+//
+//   C[M, N] (+)= op(A)[M, Kdim] * op(B)[Kdim, N]
+//
+// The kernel never touches A, B or C directly: it reads its operands through
+// two *loader* functors and writes its results through a *store* functor, so
+// that the same tile loop multiplies plain matrices (MatrixA / MatrixB below)
+// or operands gathered on the fly from images (conv.cu), and writes C with
+// alpha/beta, into NCHW planes, or into split-K partial sums.
+//
+//   struct Loader {
+//     static constexpr bool kKFastest;   // consecutive k are adjacent in memory
+//     __device__ T operator()(int64_t i, int64_t k) const;  // A: (row, k)
+//     __device__ T operator()(int64_t k, int64_t j) const;  // B: (k, col)
+//   };                                   // called only for in-range indices
+//   struct Store { __device__ void operator()(int z, int64_t row, int64_t col, T acc) const; };
+//
+// Tiling (Cfg = GemmTile<BM, BN, BK, TM, TN>, three sizes below): a block
+// of (BM/TM)*(BN/TN) threads computes a BM x BN tile of C; each thread holds
+// a TM x TN micro-tile of accumulators in registers, at rows ty + i*(BM/TM) and
+// columns tx + j*(BN/TN) of the tile (strided, so a warp reads consecutive
+// shared-memory words of the B tile and writes consecutive columns of C).
+// The inner dimension advances BK at a time: the block stages the A tile as
+// As[BK][BM] and the B tile as Bs[BK][BN] in shared memory (rows padded by
+// one element against bank conflicts when loaders fill them k-fastest), and
+// every thread then does BK rank-1 updates of its micro-tile. The next
+// tile's global loads are issued into registers before the current tile is
+// used, so their latency overlaps the arithmetic (one shared buffer, two
+// barriers per step). Loaders are called with k-fastest or row/col-fastest
+// thread order following kKFastest, so global reads are coalesced.
+// Out-of-range rows, columns and k are loaded as zeros; only in-range
+// elements are stored.
+//
+// Grid: x = column tiles, y = row tiles (a grid-stride loop covers more than
+// 65535), z = split-K slices: slice z sums k in [z*kchunk, min(Kdim, (z+1)*kchunk))
+// and passes z to the store functor. f32 accumulates in f32.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+
+#include "cuda/common.cuh"
+
+namespace ember::cuda {
+
+// ---------------------------------------------------------------- tiles
+
+template <int BM_, int BN_, int BK_, int TM_, int TN_>
+struct GemmTile {
+  static constexpr int BM = BM_, BN = BN_, BK = BK_, TM = TM_, TN = TN_;
+  static constexpr int kThreadsM = BM / TM, kThreadsN = BN / TN;
+  static constexpr int kThreads = kThreadsM * kThreadsN;
+  static constexpr int kLoadsA = BM * BK / kThreads;  // A elements each thread stages per step
+  static constexpr int kLoadsB = BN * BK / kThreads;
+  static constexpr int kPad = 1;  // shared-memory row padding (elements)
+  static_assert(BM % TM == 0 && BN % TN == 0, "micro-tiles must divide the block tile");
+  static_assert(BM * BK % kThreads == 0 && BN * BK % kThreads == 0, "tiles must split evenly over the threads");
+};
+
+// 128 x 128 tile, 8 x 8 per thread, 256 threads, BK = 8: big f32 problems
+// (16 shared-memory reads per 64 FMAs). f64 does not use it: 64 double
+// accumulators per thread would spill.
+using GemmTileHuge = GemmTile<128, 128, 8, 8, 8>;
+// 64 x 64 tile, 4 x 4 per thread, 256 threads: the workhorse.
+using GemmTileLarge = GemmTile<64, 64, 16, 4, 4>;
+// 32 x 32 tile, 2 x 2 per thread, 256 threads: problems with a small M or N
+// (many convolutions' K or C, the classifier), where 64-wide tiles would
+// leave most of the block idle.
+using GemmTileSmall = GemmTile<32, 32, 16, 2, 2>;
+
+// The huge tile only when it still gives at least one block per SM of a big GPU.
+constexpr int64_t kGemmHugeMinBlocks = 132;
+
+// Calls f(Tile{}) with the tile for an M x N result of element type T: the
+// largest whose blocks the result fills.
+template <typename T, typename F>
+void with_gemm_tile(int64_t M, int64_t N, F&& f) {
+  if constexpr (sizeof(T) == 4) {
+    const int64_t huge_blocks = ((M + 127) / 128) * ((N + 127) / 128);
+    if (M >= 128 && N >= 128 && huge_blocks >= kGemmHugeMinBlocks) {
+      f(GemmTileHuge{});
+      return;
+    }
+  }
+  if (M >= 64 && N >= 64)
+    f(GemmTileLarge{});
+  else
+    f(GemmTileSmall{});
+}
+
+// -------------------------------------------------------------- loaders
+
+// op(A)(i, k) of a row-major matrix: A[i*ld + k], or A[k*ld + i] when kTrans.
+template <typename T, bool kTrans>
+struct MatrixA {
+  const T* a;
+  int64_t ld;
+  static constexpr bool kKFastest = !kTrans;
+  __device__ __forceinline__ T operator()(int64_t i, int64_t k) const { return kTrans ? a[k * ld + i] : a[i * ld + k]; }
+};
+
+// op(B)(k, j) of a row-major matrix: B[k*ld + j], or B[j*ld + k] when kTrans.
+template <typename T, bool kTrans>
+struct MatrixB {
+  const T* b;
+  int64_t ld;
+  static constexpr bool kKFastest = kTrans;
+  __device__ __forceinline__ T operator()(int64_t k, int64_t j) const { return kTrans ? b[j * ld + k] : b[k * ld + j]; }
+};
+
+// --------------------------------------------------------------- kernel
+
+// C tile (blockIdx.y, blockIdx.x) of slice blockIdx.z; block: Cfg::kThreads threads.
+//   op(A): [M, Kdim] via load_a   op(B): [Kdim, N] via load_b   C: [M, N] via store
+template <typename T, typename Cfg, typename LoadA, typename LoadB, typename Store>
+__global__ void gemm_tiled_kernel(int64_t M, int64_t N, int64_t Kdim, int64_t kchunk, LoadA load_a, LoadB load_b,
+                                  Store store) {
+  constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, TM = Cfg::TM, TN = Cfg::TN;
+  constexpr int NT = Cfg::kThreads;
+  __shared__ T As[BK][BM + Cfg::kPad];
+  __shared__ T Bs[BK][BN + Cfg::kPad];
+
+  const int tid = int(threadIdx.x);
+  const int tx = tid % Cfg::kThreadsN, ty = tid / Cfg::kThreadsN;
+  const int z = int(blockIdx.z);
+  const int64_t k_begin = int64_t(z) * kchunk;
+  const int64_t k_end = std::min(Kdim, k_begin + kchunk);
+  const int64_t col0 = int64_t(blockIdx.x) * BN;
+  const int64_t tiles_m = (M + BM - 1) / BM;
+
+  // Where staged element e of a thread goes in the tile: (row/col, k).
+  auto a_slot = [&](int i, int& mm, int& kk) {
+    const int e = tid + i * NT;
+    if constexpr (LoadA::kKFastest) {
+      kk = e % BK;
+      mm = e / BK;
+    } else {
+      mm = e % BM;
+      kk = e / BM;
+    }
+  };
+  auto b_slot = [&](int i, int& nn, int& kk) {
+    const int e = tid + i * NT;
+    if constexpr (LoadB::kKFastest) {
+      kk = e % BK;
+      nn = e / BK;
+    } else {
+      nn = e % BN;
+      kk = e / BN;
+    }
+  };
+
+  for (int64_t tile_m = blockIdx.y; tile_m < tiles_m; tile_m += gridDim.y) {
+    const int64_t row0 = tile_m * BM;
+    T acc[TM][TN];
+    for (int i = 0; i < TM; ++i)
+      for (int j = 0; j < TN; ++j) acc[i][j] = T(0);
+
+    T ra[Cfg::kLoadsA], rb[Cfg::kLoadsB];
+    auto fetch = [&](int64_t k0) {  // global -> registers, zeros outside
+      for (int i = 0; i < Cfg::kLoadsA; ++i) {
+        int mm, kk;
+        a_slot(i, mm, kk);
+        const int64_t row = row0 + mm, k = k0 + kk;
+        ra[i] = (row < M && k < k_end) ? load_a(row, k) : T(0);
+      }
+      for (int i = 0; i < Cfg::kLoadsB; ++i) {
+        int nn, kk;
+        b_slot(i, nn, kk);
+        const int64_t col = col0 + nn, k = k0 + kk;
+        rb[i] = (col < N && k < k_end) ? load_b(k, col) : T(0);
+      }
+    };
+
+    if (k_begin < k_end) fetch(k_begin);
+    for (int64_t k0 = k_begin; k0 < k_end; k0 += BK) {
+      for (int i = 0; i < Cfg::kLoadsA; ++i) {  // registers -> shared
+        int mm, kk;
+        a_slot(i, mm, kk);
+        As[kk][mm] = ra[i];
+      }
+      for (int i = 0; i < Cfg::kLoadsB; ++i) {
+        int nn, kk;
+        b_slot(i, nn, kk);
+        Bs[kk][nn] = rb[i];
+      }
+      __syncthreads();
+      if (k0 + BK < k_end) fetch(k0 + BK);  // in flight during the products below
+      for (int kk = 0; kk < BK; ++kk) {
+        T a[TM], b[TN];
+        for (int i = 0; i < TM; ++i) a[i] = As[kk][ty + i * Cfg::kThreadsM];
+        for (int j = 0; j < TN; ++j) b[j] = Bs[kk][tx + j * Cfg::kThreadsN];
+        for (int i = 0; i < TM; ++i)
+          for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
+      }
+      __syncthreads();
+    }
+
+    for (int i = 0; i < TM; ++i) {
+      const int64_t row = row0 + ty + i * Cfg::kThreadsM;
+      for (int j = 0; j < TN; ++j) {
+        const int64_t col = col0 + tx + j * Cfg::kThreadsN;
+        if (row < M && col < N) store(z, row, col, acc[i][j]);
+      }
+    }
+  }
+}
+
+// Launches the tiled kernel on `stream`: Kdim in `splits` slices of kchunk
+// (a multiple of Cfg::BK; splits * kchunk >= Kdim). Nothing to do when M or N is 0.
+template <typename T, typename Cfg, typename LoadA, typename LoadB, typename Store>
+void launch_gemm_tiled(int64_t M, int64_t N, int64_t Kdim, int splits, int64_t kchunk, const LoadA& load_a,
+                       const LoadB& load_b, const Store& store, cudaStream_t stream) {
+  if (M <= 0 || N <= 0) return;
+  const int64_t tiles_n = (N + Cfg::BN - 1) / Cfg::BN;
+  const int64_t tiles_m = (M + Cfg::BM - 1) / Cfg::BM;
+  if (tiles_n > 0x7fffffff) fail(cat("gemm: N = ", N, " needs too many column tiles"));
+  const dim3 grid(unsigned(tiles_n), unsigned(std::min<int64_t>(tiles_m, 65535)), unsigned(splits));
+  launch(gemm_tiled_kernel<T, Cfg, LoadA, LoadB, Store>, grid, dim3(Cfg::kThreads), 0, stream, M, N, Kdim, kchunk,
+         load_a, load_b, store);
+}
+
+// The same with the tile chosen by with_gemm_tile, no split.
+template <typename T, typename LoadA, typename LoadB, typename Store>
+void launch_gemm_auto(int64_t M, int64_t N, int64_t Kdim, const LoadA& load_a, const LoadB& load_b,
+                      const Store& store, cudaStream_t stream) {
+  with_gemm_tile<T>(M, N, [&](auto tile) {
+    launch_gemm_tiled<T, decltype(tile)>(M, N, Kdim, 1, std::max<int64_t>(Kdim, 1), load_a, load_b, store, stream);
+  });
+}
+
+}  // namespace ember::cuda

@@ -1,0 +1,214 @@
+// cuda/kernels/loss.cu — softmax cross-entropy with label smoothing on CUDA,
+// forward (per-row losses and the softmax probabilities) and backward; the
+// counterparts of ops/cpu/loss.cpp, with the same formulas and types:
+//
+// Per row, with m = max logit and lse = m + log sum_c exp(x_c - m):
+//   p_c = exp(x_c - m) / se,  target_c = (1 - s) * [c == label] + s / C,
+//   loss = lse - (1 - s) * x_label - (s / C) * sum_c x_c
+// exp in the element type, the row sums se and sum_c x_c in double.
+//
+// The forward gives each row to one warp (rows narrower than
+// kLossBlockMinClasses) or one block; the row's max and sums are warp_max /
+// warp_sum or block_max / block_sum of cuda/kernels/reduce.cuh, so they are
+// deterministic. The backward is elementwise.
+//
+// Labels outside [0, classes): the kernels record the first such row with an
+// atomicMin on a device word (the smallest row wins whatever the schedule),
+// skip reading through the bad label, and the launcher copies the word back,
+// waits for the stream and throws the CPU kernel's message.
+#include <cmath>
+#include <limits>
+
+#include "cuda/allocator.h"
+#include "cuda/common.cuh"
+#include "cuda/cuda_kernels.h"
+#include "cuda/kernels/reduce.cuh"
+
+namespace ember::cuda {
+
+namespace {
+
+constexpr unsigned kLossRowThreads = 256;          // threads per block of the forward (8 warp rows, or 1 block row)
+constexpr int64_t kLossBlockMinClasses = 1024;     // rows at least this wide get a block each
+constexpr unsigned kLossElementwiseThreads = 256;  // threads per block of the backward
+constexpr int64_t kMaxRowBlocks = 65535;           // grid cap of the forward (blocks loop beyond)
+constexpr unsigned long long kNoBadRow = ~0ull;    // the flag's value when every label is in range
+
+template <typename F>
+void dispatch_float(DType dt, const char* kernel, F&& f) {
+  switch (dt) {
+    case DType::f32: return f(float{});
+    case DType::f64: return f(double{});
+    default: fail(cat("cuda ", kernel, ": unsupported dtype ", dtype_name(dt)));
+  }
+}
+
+// Who reduces a row: a warp (rows step by the grid's warp count) ...
+struct WarpPerRow {
+  __device__ static int64_t first_row() { return grid_thread_index() / kWarpSize; }
+  __device__ static int64_t row_step() { return grid_thread_count() / kWarpSize; }
+  __device__ static int rank() { return int(threadIdx.x) % kWarpSize; }
+  __device__ static int size() { return kWarpSize; }
+  template <typename V>
+  __device__ static V sum(V v) {
+    return warp_sum(v);
+  }
+  template <typename V>
+  __device__ static V max(V v) {
+    return warp_max(v);
+  }
+};
+// ... or a block (rows step by the grid size; uniform across the block, so
+// every thread reaches every barrier of block_sum / block_max).
+struct BlockPerRow {
+  __device__ static int64_t first_row() { return blockIdx.x; }
+  __device__ static int64_t row_step() { return gridDim.x; }
+  __device__ static int rank() { return int(threadIdx.x); }
+  __device__ static int size() { return int(blockDim.x); }
+  template <typename V>
+  __device__ static V sum(V v) {
+    return block_sum(v);
+  }
+  template <typename V>
+  __device__ static V max(V v) {
+    return block_max(v);
+  }
+};
+
+// ----------------------------------------------------------------- kernels
+
+// Forward of every row; on = 1 - s, off = s / classes.
+//   logits, probs: [N, classes]   labels: [N]   losses: [N]   bad_row: [1]
+template <typename T, typename Row>
+__global__ void softmax_xent_forward_kernel(const T* __restrict__ logits, const int64_t* __restrict__ labels,
+                                            T* __restrict__ losses, T* __restrict__ probs, int64_t N, int64_t classes,
+                                            double on, double off, unsigned long long* __restrict__ bad_row) {
+  for (int64_t n = Row::first_row(); n < N; n += Row::row_step()) {
+    const T* x = logits + n * classes;
+    T* p = probs + n * classes;
+    T m = -std::numeric_limits<T>::infinity();
+    for (int64_t c = Row::rank(); c < classes; c += Row::size()) m = max_nan(m, x[c]);
+    m = Row::max(m);
+    double se = 0.0, sx = 0.0;
+    for (int64_t c = Row::rank(); c < classes; c += Row::size()) {
+      const T e = std::exp(x[c] - m);
+      p[c] = e;
+      se += double(e);
+      sx += double(x[c]);
+    }
+    se = Row::sum(se);
+    sx = Row::sum(sx);
+    const double lse = double(m) + std::log(se);
+    const T inv = T(1.0 / se);
+    for (int64_t c = Row::rank(); c < classes; c += Row::size()) p[c] *= inv;  // this thread's own entries
+    if (Row::rank() == 0) {
+      const int64_t label = labels[n];
+      if (label >= 0 && label < classes) {
+        losses[n] = T(lse - on * double(x[label]) - off * sx);
+      } else {
+        atomicMin(bad_row, static_cast<unsigned long long>(n));
+        losses[n] = std::numeric_limits<T>::quiet_NaN();
+      }
+    }
+  }
+}
+
+// glogits = grad_loss[0] * scale * (probs - target); off = s / classes, hit = 1 - s + s / classes
+//   probs, glogits: [N, classes]   labels: [N]   grad_loss: [1]   bad_row: [1]
+template <typename T>
+__global__ void softmax_xent_backward_kernel(const T* __restrict__ probs, const int64_t* __restrict__ labels,
+                                             const T* __restrict__ grad_loss, double scale, T* __restrict__ glogits,
+                                             int64_t N, int64_t classes, T off, T hit,
+                                             unsigned long long* __restrict__ bad_row) {
+  const T k = T(double(grad_loss[0]) * scale);
+  const int64_t total = N * classes;
+  for (int64_t j = grid_thread_index(); j < total; j += grid_thread_count()) {
+    const int64_t n = j / classes, c = j - n * classes;
+    const int64_t label = labels[n];
+    if (c == 0 && (label < 0 || label >= classes)) atomicMin(bad_row, static_cast<unsigned long long>(n));
+    glogits[j] = k * (probs[j] - (c == label ? hit : off));
+  }
+}
+
+// --------------------------------------------------------------- helpers
+
+// A device word for the kernels' first bad row, set to kNoBadRow.
+unsigned long long* reset_bad_row(const DeviceBuffer& flag, cudaStream_t s) {
+  CUDA_CHECK(cudaMemsetAsync(flag.get(), 0xff, sizeof(unsigned long long), s));
+  return flag.as<unsigned long long>();
+}
+
+// Throws the CPU kernel's message for the label of `row`.
+[[noreturn]] void fail_bad_label(const int64_t* labels, int64_t row, int64_t classes, const char* kernel,
+                                 cudaStream_t s) {
+  int64_t label = 0;
+  CUDA_CHECK(cudaMemcpyAsync(&label, labels + row, sizeof label, cudaMemcpyDeviceToHost, s));
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  fail(cat(kernel, ": label ", label, " of row ", row, " is outside [0, ", classes, ") for ", classes, " classes"));
+}
+
+// Waits for the kernel and throws when it found a bad label.
+void throw_if_bad_label(const DeviceBuffer& flag, const int64_t* labels, int64_t classes, const char* kernel,
+                        cudaStream_t s) {
+  unsigned long long row = kNoBadRow;
+  CUDA_CHECK(cudaMemcpyAsync(&row, flag.get(), sizeof row, cudaMemcpyDeviceToHost, s));
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  if (row != kNoBadRow) fail_bad_label(labels, static_cast<int64_t>(row), classes, kernel, s);
+}
+
+}  // namespace
+
+// --------------------------------------------------------------- launchers
+
+//   logits, probs: [N, classes]   labels: i64 [N]   losses: [N]
+void softmax_cross_entropy_forward(DType dt, const void* logits, const int64_t* labels, void* losses, void* probs,
+                                   int64_t N, int64_t classes, double smoothing, Stream stream) {
+  dispatch_float(dt, "softmax_cross_entropy_forward", [&](auto zero) {
+    using T = decltype(zero);
+    if (N <= 0) return;
+    const cudaStream_t s = as_cuda_stream(stream);
+    if (classes <= 0) fail_bad_label(labels, 0, classes, "softmax_cross_entropy_forward", s);  // no label is in range
+    const DeviceBuffer flag(sizeof(unsigned long long));
+    unsigned long long* bad_row = reset_bad_row(flag, s);
+    const double on = 1.0 - smoothing, off = smoothing / double(classes);
+    const T* x = static_cast<const T*>(logits);
+    T* pl = static_cast<T*>(losses);
+    T* pp = static_cast<T*>(probs);
+    if (classes >= kLossBlockMinClasses) {
+      const int64_t blocks = N < kMaxRowBlocks ? N : kMaxRowBlocks;
+      launch(softmax_xent_forward_kernel<T, BlockPerRow>, dim3(unsigned(blocks)), dim3(kLossRowThreads), 0, s, x,
+             labels, pl, pp, N, classes, on, off, bad_row);
+    } else {
+      const int64_t rows_per_block = kLossRowThreads / kWarpSize;
+      const int64_t wanted = (N + rows_per_block - 1) / rows_per_block;
+      const int64_t blocks = wanted < kMaxRowBlocks ? wanted : kMaxRowBlocks;
+      launch(softmax_xent_forward_kernel<T, WarpPerRow>, dim3(unsigned(blocks)), dim3(kLossRowThreads), 0, s, x, labels,
+             pl, pp, N, classes, on, off, bad_row);
+    }
+    throw_if_bad_label(flag, labels, classes, "softmax_cross_entropy_forward", s);
+  });
+}
+
+// glogits = grad_loss[0] * scale * (probs - target)
+//   probs, glogits: [N, classes]   labels: i64 [N]   grad_loss: [1]
+void softmax_cross_entropy_backward(DType dt, const void* probs, const int64_t* labels, const void* grad_loss,
+                                    double scale, void* glogits, int64_t N, int64_t classes, double smoothing,
+                                    Stream stream) {
+  dispatch_float(dt, "softmax_cross_entropy_backward", [&](auto zero) {
+    using T = decltype(zero);
+    if (N <= 0) return;
+    const cudaStream_t s = as_cuda_stream(stream);
+    if (classes <= 0) fail_bad_label(labels, 0, classes, "softmax_cross_entropy_backward", s);  // no label is in range
+    const DeviceBuffer flag(sizeof(unsigned long long));
+    unsigned long long* bad_row = reset_bad_row(flag, s);
+    const T off = T(smoothing / double(classes));
+    const T hit = T(1.0 - smoothing + smoothing / double(classes));  // target of the label's class
+    const int64_t total = N * classes;
+    launch(softmax_xent_backward_kernel<T>, dim3(blocks_for(total, kLossElementwiseThreads)),
+           dim3(kLossElementwiseThreads), 0, s, static_cast<const T*>(probs), labels, static_cast<const T*>(grad_loss),
+           scale, static_cast<T*>(glogits), N, classes, off, hit, bad_row);
+    throw_if_bad_label(flag, labels, classes, "softmax_cross_entropy_backward", s);
+  });
+}
+
+}  // namespace ember::cuda

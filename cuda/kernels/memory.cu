@@ -1,0 +1,133 @@
+// cuda/kernels/memory.cu — the CUDA kernels that only move or convert values:
+// fill (every dtype) and cast (between f32, f64 and f16).
+//
+// Both are one grid-stride pass over n elements. They give the same bits as
+// ops/cpu/memory_kernels.cpp:
+// - fill converts the value once on the host, as the CPU does (integers
+//   truncate; f16 goes double -> float rounded to odd -> half);
+// - cast f64 -> f16 rounds once: the double is narrowed to float with
+//   round-to-odd, then __float2half_rn rounds to nearest even, which equals a
+//   direct correct rounding of the double (the CPU uses the same trick);
+//   f16 -> f32/f64 and f32 -> f64 are exact, f32 -> f16 and f64 -> f32 round
+//   to nearest even.
+// A cast to the same dtype is a device-to-device copy on the stream.
+#include <cstring>
+
+#include "cuda/common.cuh"
+#include "cuda/cuda_kernels.h"
+#include "cuda/kernels/reduce.cuh"  // grid_thread_index / grid_thread_count
+
+namespace ember::cuda {
+
+namespace {
+
+constexpr unsigned kMemoryThreads = 256;  // threads per block of fill and cast
+
+// ------------------------------------------------------------- conversions
+
+// double -> float rounded to odd: of the two floats bracketing d, the one
+// nearer zero, with its last bit set when d was not exact (out-of-range
+// values become +-inf, as a plain conversion does).
+__host__ __device__ __forceinline__ float double_to_float_odd(double d) {
+  float f = static_cast<float>(d);
+  const double fd = static_cast<double>(f);
+  if (fd != d && fd - fd == 0.0) {  // inexact and finite (fd - fd is NaN for inf)
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    if ((fd < 0 ? -fd : fd) > (d < 0 ? -d : d)) bits -= 1u;  // one step toward zero (f != 0 here)
+    bits |= 1u;
+    memcpy(&f, &bits, sizeof bits);
+  }
+  return f;
+}
+
+// One element from type S to type D.
+template <typename S, typename D>
+struct Convert {
+  __device__ __forceinline__ static D apply(S x) { return static_cast<D>(x); }
+};
+template <>
+struct Convert<__half, float> {
+  __device__ __forceinline__ static float apply(__half x) { return __half2float(x); }
+};
+template <>
+struct Convert<__half, double> {
+  __device__ __forceinline__ static double apply(__half x) { return static_cast<double>(__half2float(x)); }
+};
+template <>
+struct Convert<float, __half> {
+  __device__ __forceinline__ static __half apply(float x) { return __float2half_rn(x); }
+};
+template <>
+struct Convert<double, __half> {
+  __device__ __forceinline__ static __half apply(double x) { return __float2half_rn(double_to_float_odd(x)); }
+};
+
+// ----------------------------------------------------------------- kernels
+
+// y[i] = value                                                y: [n]
+template <typename T>
+__global__ void fill_kernel(T* __restrict__ y, int64_t n, T value) {
+  for (int64_t i = grid_thread_index(); i < n; i += grid_thread_count()) y[i] = value;
+}
+
+// y[i] = (D) x[i]                                             x, y: [n]
+template <typename S, typename D>
+__global__ void cast_kernel(const S* __restrict__ x, D* __restrict__ y, int64_t n) {
+  for (int64_t i = grid_thread_index(); i < n; i += grid_thread_count()) y[i] = Convert<S, D>::apply(x[i]);
+}
+
+template <typename T>
+void launch_fill(void* y, int64_t n, T value, cudaStream_t stream) {
+  launch(fill_kernel<T>, dim3(blocks_for(n, kMemoryThreads)), dim3(kMemoryThreads), 0, stream, static_cast<T*>(y), n,
+         value);
+}
+
+template <typename S, typename D>
+void launch_cast(const void* x, void* y, int64_t n, cudaStream_t stream) {
+  launch(cast_kernel<S, D>, dim3(blocks_for(n, kMemoryThreads)), dim3(kMemoryThreads), 0, stream,
+         static_cast<const S*>(x), static_cast<D*>(y), n);
+}
+
+}  // namespace
+
+// --------------------------------------------------------------- launchers
+
+// y[i] = value, converted once as the CPU does              y: [n]
+void fill(DType dt, void* y, int64_t n, double value, Stream stream) {
+  if (n <= 0) return;
+  const cudaStream_t s = as_cuda_stream(stream);
+  switch (dt) {
+    case DType::f32: return launch_fill(y, n, static_cast<float>(value), s);
+    case DType::f64: return launch_fill(y, n, value, s);
+    case DType::f16: return launch_fill(y, n, __float2half_rn(double_to_float_odd(value)), s);
+    case DType::i32: return launch_fill(y, n, static_cast<int32_t>(value), s);
+    case DType::i64: return launch_fill(y, n, static_cast<int64_t>(value), s);
+    case DType::u8: return launch_fill(y, n, static_cast<uint8_t>(value), s);
+  }
+  fail(cat("cuda fill: unsupported dtype ", dtype_name(dt)));
+}
+
+// y[i] = (dst_dt) x[i]                                      x, y: [n]
+void cast(DType src_dt, const void* x, DType dst_dt, void* y, int64_t n, Stream stream) {
+  auto is_cast_type = [](DType t) { return t == DType::f32 || t == DType::f64 || t == DType::f16; };
+  EMBER_CHECK(is_cast_type(src_dt) && is_cast_type(dst_dt), "cuda cast: unsupported dtypes ", dtype_name(src_dt),
+              " -> ", dtype_name(dst_dt), " (f32, f64, f16 only)");
+  if (n <= 0) return;
+  const cudaStream_t s = as_cuda_stream(stream);
+  if (src_dt == dst_dt) {
+    if (x != y) CUDA_CHECK(cudaMemcpyAsync(y, x, size_t(n) * dtype_size(src_dt), cudaMemcpyDeviceToDevice, s));
+    return;
+  }
+  using F32 = float;
+  using F64 = double;
+  using F16 = __half;
+  const bool to_f16 = dst_dt == DType::f16;
+  switch (src_dt) {
+    case DType::f32: return to_f16 ? launch_cast<F32, F16>(x, y, n, s) : launch_cast<F32, F64>(x, y, n, s);
+    case DType::f64: return to_f16 ? launch_cast<F64, F16>(x, y, n, s) : launch_cast<F64, F32>(x, y, n, s);
+    default: return dst_dt == DType::f32 ? launch_cast<F16, F32>(x, y, n, s) : launch_cast<F16, F64>(x, y, n, s);
+  }
+}
+
+}  // namespace ember::cuda

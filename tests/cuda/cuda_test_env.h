@@ -1,0 +1,53 @@
+// tests/cuda/cuda_test_env.h — set-up shared by the tests of the CUDA backend.
+//
+// The tests in tests/cuda/ are built twice: into build/test_ember against the
+// real CUDA runtime (they skip, with a printed reason, when no GPU is
+// present) and into build/test_sim against the emulator (cuda/sim), where
+// device 0 is always there. Each compares the CUDA table's kernels with the
+// CPU table's on the same inputs.
+#pragma once
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <vector>
+
+#include "cuda/cuda_device.h"
+#include "engine/tensor.h"
+#include "ops/kernels.h"
+#include "tests/kernel_coverage.h"
+
+namespace ember::testing {
+
+// Registers the native (hand-written) or the cuDNN/cuBLAS table for CUDA
+// devices, through the counting wrapper of tests/kernel_coverage.h.
+inline void select_native_kernels() { install_counting_table(DeviceType::CUDA, cuda::native_kernels()); }
+inline void select_cudnn_kernels() { install_counting_table(DeviceType::CUDA, *cuda::cudnn_kernels()); }
+
+// True when a CUDA device (real or emulated) is registered with the engine;
+// leaves the native kernels selected. Prints the reason once when there is none.
+inline bool cuda_available() {
+  static const bool available = [] {
+    if (cuda::device_count() == 0) {
+      std::printf("[cuda tests] skipped: no CUDA device on this machine\n");
+      return false;
+    }
+    cuda::init(0, cuda::ConvBackend::native);
+    std::printf("[cuda tests] device 0: %s\n", cuda::device_name(0).c_str());
+    return true;
+  }();
+  if (available) select_native_kernels();
+  return available;
+}
+
+// The table currently registered for CUDA devices.
+inline const Kernels& cuda_table() { return kernels_for(Device::cuda(0)); }
+inline const Kernels& cpu_table() { return cpu_kernels(); }
+inline Stream cuda_stream() { return stream_for(Device::cuda(0)); }
+
+// Host values -> a tensor on the device, and back.
+inline Tensor to_cuda(const std::vector<double>& values, const Shape& shape, DType dt) {
+  return Tensor::from_vector(values, shape, dt, Device::cuda(0));
+}
+inline std::vector<double> to_host(const Tensor& t) { return t.to_double_vector(); }
+
+}  // namespace ember::testing

@@ -1,0 +1,152 @@
+// tests/cuda/test_cudnn.cpp — the cuDNN/cuBLAS table against the hand-written
+// CUDA kernels on the same device and inputs: convolution (three passes),
+// batch norm (train forward/backward, inference forward), max pooling and
+// GEMM. Runs on a GPU with cuDNN; skips (with the reason) on the emulator and
+// without a GPU. Both tables are also checked against the CPU by the op
+// harness (tests/test_ops.cpp).
+#include <cmath>
+
+#include "engine/rng.h"
+#include "tests/cuda/cuda_test_env.h"
+
+namespace {
+
+using namespace ember;
+using testing::to_cuda;
+using testing::to_host;
+
+std::vector<double> random_values(size_t n, uint64_t seed) {
+  PhiloxStream rng(seed, 77);
+  std::vector<double> v(n);
+  for (double& x : v) x = 2.0 * rng.uniform() - 1.0;
+  return v;
+}
+
+double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]) / (1.0 + std::abs(b[i])));
+  return worst;
+}
+
+bool cudnn_present() {
+  if (!testing::cuda_available()) return false;
+  if (!cuda::cudnn_kernels()) {
+    MESSAGE("skipped: this build has no cuDNN (" << (cuda::is_simulated() ? "emulator" : "CUDNN=0") << ")");
+    return false;
+  }
+  return true;
+}
+
+// Runs f with the native table, then with the cuDNN table, and returns both results.
+template <typename F>
+std::pair<std::vector<double>, std::vector<double>> both(F&& f) {
+  testing::select_native_kernels();
+  auto native = f(cuda::native_kernels());
+  testing::select_cudnn_kernels();
+  auto cudnn = f(*cuda::cudnn_kernels());
+  testing::select_native_kernels();
+  return {native, cudnn};
+}
+
+}  // namespace
+
+TEST_CASE("cudnn vs native: convolution forward, backward data, backward filter") {
+  if (!cudnn_present()) return;
+  const Conv2dGeometry geos[] = {make_conv2d_geometry(4, 16, 28, 28, 16, 3, 3, 1, 1, 1, 1),
+                                 make_conv2d_geometry(2, 3, 31, 29, 8, 7, 7, 2, 2, 3, 3),
+                                 make_conv2d_geometry(3, 32, 14, 14, 64, 1, 1, 2, 2, 0, 0)};
+  for (DType dt : {DType::f32, DType::f64}) {
+    for (const auto& g : geos) {
+      CAPTURE(dtype_name(dt));
+      CAPTURE(g.C);
+      const Tensor x = to_cuda(random_values(size_t(g.N * g.C * g.H * g.W), 1), {g.N, g.C, g.H, g.W}, dt);
+      const Tensor w = to_cuda(random_values(size_t(g.K * g.C * g.R * g.S), 2), {g.K, g.C, g.R, g.S}, dt);
+      const Tensor gy = to_cuda(random_values(size_t(g.N * g.K * g.P * g.Q), 3), {g.N, g.K, g.P, g.Q}, dt);
+      const double tol = dt == DType::f32 ? 1e-4 : 1e-10;
+      auto fwd = both([&](const Kernels& k) {
+        Tensor y = Tensor::empty({g.N, g.K, g.P, g.Q}, dt, Device::cuda(0));
+        k.conv2d_forward(dt, g, x.raw_data(), w.raw_data(), y.raw_data(), testing::cuda_stream());
+        return to_host(y);
+      });
+      CHECK(max_rel_diff(fwd.second, fwd.first) < tol);
+      auto bwd_data = both([&](const Kernels& k) {
+        Tensor gx = Tensor::empty(x.shape(), dt, Device::cuda(0));
+        k.conv2d_backward_data(dt, g, gy.raw_data(), w.raw_data(), gx.raw_data(), testing::cuda_stream());
+        return to_host(gx);
+      });
+      CHECK(max_rel_diff(bwd_data.second, bwd_data.first) < tol);
+      auto bwd_filter = both([&](const Kernels& k) {
+        Tensor gw = Tensor::empty(w.shape(), dt, Device::cuda(0));
+        k.conv2d_backward_filter(dt, g, x.raw_data(), gy.raw_data(), gw.raw_data(), testing::cuda_stream());
+        return to_host(gw);
+      });
+      CHECK(max_rel_diff(bwd_filter.second, bwd_filter.first) < tol * 10);  // long reductions
+    }
+  }
+}
+
+TEST_CASE("cudnn vs native: batch norm, max pooling, GEMM") {
+  if (!cudnn_present()) return;
+  const int64_t N = 8, C = 5, HW = 49;
+  for (DType dt : {DType::f32, DType::f64}) {
+    CAPTURE(dtype_name(dt));
+    const double tol = dt == DType::f32 ? 1e-4 : 1e-10;
+    const Tensor x = to_cuda(random_values(size_t(N * C * HW), 4), {N, C, HW}, dt);
+    const Tensor gy = to_cuda(random_values(size_t(N * C * HW), 5), {N, C, HW}, dt);
+    const Tensor gamma = to_cuda(random_values(size_t(C), 6), {C}, dt), beta = to_cuda(random_values(size_t(C), 7), {C}, dt);
+    auto bn = both([&](const Kernels& k) {
+      Tensor y = Tensor::empty({N, C, HW}, dt, Device::cuda(0)), mean = Tensor::empty({C}, dt, Device::cuda(0));
+      Tensor invstd = Tensor::empty({C}, dt, Device::cuda(0)), rm = Tensor::zeros({C}, dt, Device::cuda(0));
+      Tensor rv = Tensor::full({C}, 1.0, dt, Device::cuda(0));
+      Tensor gx = Tensor::empty({N, C, HW}, dt, Device::cuda(0)), gg = Tensor::empty({C}, dt, Device::cuda(0));
+      Tensor gb = Tensor::empty({C}, dt, Device::cuda(0)), ye = Tensor::empty({N, C, HW}, dt, Device::cuda(0));
+      const Stream s = testing::cuda_stream();
+      k.batch_norm_forward_train(dt, x.raw_data(), gamma.raw_data(), beta.raw_data(), y.raw_data(), mean.raw_data(),
+                                 invstd.raw_data(), rm.raw_data(), rv.raw_data(), N, C, HW, 0.1, 1e-5, s);
+      k.batch_norm_backward_train(dt, x.raw_data(), gy.raw_data(), gamma.raw_data(), mean.raw_data(),
+                                  invstd.raw_data(), gx.raw_data(), gg.raw_data(), gb.raw_data(), N, C, HW, s);
+      k.batch_norm_forward_eval(dt, x.raw_data(), gamma.raw_data(), beta.raw_data(), rm.raw_data(), rv.raw_data(),
+                                ye.raw_data(), N, C, HW, 1e-5, s);
+      std::vector<double> all;
+      for (const Tensor* t : {&y, &mean, &invstd, &rm, &rv, &gx, &gg, &gb, &ye}) {
+        const auto v = to_host(*t);
+        all.insert(all.end(), v.begin(), v.end());
+      }
+      return all;
+    });
+    CHECK(max_rel_diff(bn.second, bn.first) < tol * 10);
+
+    const Pool2dGeometry pg = make_pool2d_geometry(2, 3, 13, 11, 3, 3, 2, 2, 1, 1);
+    const Tensor px = to_cuda(random_values(size_t(2 * 3 * 13 * 11), 8), {2, 3, 13, 11}, dt);
+    const Tensor pgy = to_cuda(random_values(size_t(2 * 3 * pg.P * pg.Q), 9), {2, 3, pg.P, pg.Q}, dt);
+    auto pool = both([&](const Kernels& k) {
+      Tensor y = Tensor::empty({2, 3, pg.P, pg.Q}, dt, Device::cuda(0));
+      Tensor arg = Tensor::empty({2, 3, pg.P, pg.Q}, DType::i32, Device::cuda(0));
+      Tensor gx = Tensor::empty(px.shape(), dt, Device::cuda(0));
+      k.max_pool2d_forward(dt, pg, px.raw_data(), y.raw_data(), arg.data<int32_t>(), testing::cuda_stream());
+      k.max_pool2d_backward(dt, pg, px.raw_data(), y.raw_data(), pgy.raw_data(), arg.data<int32_t>(), gx.raw_data(),
+                            testing::cuda_stream());
+      auto out = to_host(y);
+      const auto g = to_host(gx);
+      out.insert(out.end(), g.begin(), g.end());
+      return out;
+    });
+    CHECK(max_rel_diff(pool.second, pool.first) < tol);
+
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        const int64_t M = 37, Nn = 53, K = 71;
+        const Tensor A = to_cuda(random_values(size_t(M * K), 10), {M * K}, dt);
+        const Tensor B = to_cuda(random_values(size_t(K * Nn), 11), {K * Nn}, dt);
+        const Tensor C0 = to_cuda(random_values(size_t(M * Nn), 12), {M * Nn}, dt);
+        auto mm = both([&](const Kernels& k) {
+          Tensor Cm = C0.clone();
+          k.gemm(dt, ta, tb, M, Nn, K, 0.7, A.raw_data(), ta ? M : K, B.raw_data(), tb ? K : Nn, 0.3, Cm.raw_data(), Nn,
+                 testing::cuda_stream());
+          return to_host(Cm);
+        });
+        CHECK(max_rel_diff(mm.second, mm.first) < tol);
+      }
+  }
+}
