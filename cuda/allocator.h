@@ -24,7 +24,10 @@ struct DeviceAllocatorStats {
 DeviceAllocatorStats device_allocator_stats();
 void device_allocator_release_cache();  // cudaFree of every cached block
 
-// RAII scratch memory for a kernel launcher (workspaces, partial sums).
+// RAII scratch memory for a kernel launcher (workspaces, partial sums). It
+// may be released while the kernels using it are still queued: that is safe
+// because every kernel of ember runs on compute_stream(), so whoever gets the
+// block next uses it after them. Work on another stream must not use it.
 class DeviceBuffer {
  public:
   explicit DeviceBuffer(size_t nbytes) : ptr_(nbytes ? device_allocate(nbytes) : nullptr), nbytes_(nbytes) {}

@@ -25,6 +25,7 @@
 #endif
 
 #include "cuda/cuda_check.h"
+#include "engine/dtype.h"
 
 namespace ember::cuda {
 
@@ -53,6 +54,17 @@ inline unsigned blocks_for(int64_t n, unsigned threads) {
 }
 
 inline cudaStream_t as_cuda_stream(void* s) { return static_cast<cudaStream_t>(s); }
+
+// Calls f(T{}) with T = float or double for dt; any other dtype is an error
+// naming the kernel (launchers of f32/f64 kernels use this).
+template <typename F>
+void dispatch_float(DType dt, const char* kernel, F&& f) {
+  switch (dt) {
+    case DType::f32: f(float{}); break;
+    case DType::f64: f(double{}); break;
+    default: ::ember::fail(::ember::cat("cuda ", kernel, ": unsupported dtype ", dtype_name(dt)));
+  }
+}
 
 }  // namespace ember::cuda
 

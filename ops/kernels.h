@@ -210,6 +210,8 @@ struct Kernels {
                          Stream stream);
   // Elements 2j, 2j+1 take block offset + j: Box-Muller of words 0 and 1.
   //   y = mean + std * z                                     y: [n]
+  // (bit-identical across backends only where their log/sin/cos are; uniform
+  // fills are bit-identical everywhere)
   void (*random_normal)(DType dt, void* y, int64_t n, uint64_t seed, uint64_t offset, double mean, double std,
                         Stream stream);
 };

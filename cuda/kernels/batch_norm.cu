@@ -174,15 +174,6 @@ __global__ void backward_apply_kernel(const T* x, const T* gy, T* gx, const T* c
 
 // -------------------------------------------------------------- launchers
 
-template <typename F>
-void dispatch_float(DType dt, const char* kernel, F&& f) {
-  switch (dt) {
-    case DType::f32: f(float{}); break;
-    case DType::f64: f(double{}); break;
-    default: fail(cat("cuda ", kernel, ": unsupported dtype ", dtype_name(dt)));
-  }
-}
-
 // Blocks per channel of the partial sums, and the values each one takes.
 struct Split {
   int64_t G, chunk;

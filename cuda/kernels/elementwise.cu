@@ -32,16 +32,6 @@ constexpr unsigned kBiasColumnThreads = 128;     // threads per block of the col
 constexpr int64_t kBiasColumnMinChannels = 128;  // inner == 1 and at least this many channels: column kernel
 constexpr unsigned kMaxReduceBlocks = 8192;      // grid cap of the block-per-channel kernel (it loops beyond)
 
-// Calls f(T{}) with T = float or double for dt; any other dtype is an error.
-template <typename F>
-void dispatch_float(DType dt, const char* kernel, F&& f) {
-  switch (dt) {
-    case DType::f32: return f(float{});
-    case DType::f64: return f(double{});
-    default: fail(cat("cuda ", kernel, ": unsupported dtype ", dtype_name(dt)));
-  }
-}
-
 // ----------------------------------------------------------------- kernels
 // (no __restrict__ on the elementwise kernels: outputs may alias inputs)
 

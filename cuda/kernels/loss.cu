@@ -34,15 +34,6 @@ constexpr unsigned kLossElementwiseThreads = 256;  // threads per block of the b
 constexpr int64_t kMaxRowBlocks = 65535;           // grid cap of the forward (blocks loop beyond)
 constexpr unsigned long long kNoBadRow = ~0ull;    // the flag's value when every label is in range
 
-template <typename F>
-void dispatch_float(DType dt, const char* kernel, F&& f) {
-  switch (dt) {
-    case DType::f32: return f(float{});
-    case DType::f64: return f(double{});
-    default: fail(cat("cuda ", kernel, ": unsupported dtype ", dtype_name(dt)));
-  }
-}
-
 // Who reduces a row: a warp (rows step by the grid's warp count) ...
 struct WarpPerRow {
   __device__ static int64_t first_row() { return grid_thread_index() / kWarpSize; }

@@ -133,15 +133,6 @@ __global__ void adaptive_avg_backward_kernel(const T* gy, T* gx, int64_t planes,
 
 // -------------------------------------------------------------- launchers
 
-template <typename F>
-void dispatch_float(DType dt, const char* kernel, F&& f) {
-  switch (dt) {
-    case DType::f32: f(float{}); break;
-    case DType::f64: f(double{}); break;
-    default: fail(cat("cuda ", kernel, ": unsupported dtype ", dtype_name(dt)));
-  }
-}
-
 dim3 grid_for(int64_t n) { return dim3(blocks_for(n, kPoolThreads)); }
 
 }  // namespace

@@ -37,7 +37,7 @@ __global__ void random_uniform_kernel(T* __restrict__ y, int64_t n, uint64_t see
   for (int64_t blk = grid_thread_index(); blk < blocks; blk += grid_thread_count()) {
     const PhiloxBlock r = philox4x32(seed, offset + uint64_t(blk), 0);
     const int64_t i0 = blk * 4, m = n - i0 < 4 ? n - i0 : 4;
-    for (int64_t k = 0; k < m; ++k) y[i0 + k] = T(lo + range * double(u32_to_unit(r.w[k])));
+    for (int64_t k = 0; k < m; ++k) y[i0 + k] = T(fma(range, double(u32_to_unit(r.w[k])), lo));
   }
 }
 
@@ -50,17 +50,8 @@ __global__ void random_normal_kernel(T* __restrict__ y, int64_t n, uint64_t seed
     const PhiloxBlock r = philox4x32(seed, offset + uint64_t(j), 0);
     const double radius = sqrt(-2.0 * log(double(u32_to_unit_open0(r.w[0]))));
     const double theta = kTwoPi * double(u32_to_unit(r.w[1]));
-    y[2 * j] = T(mean + std * radius * cos(theta));
-    if (2 * j + 1 < n) y[2 * j + 1] = T(mean + std * radius * sin(theta));
-  }
-}
-
-template <typename F>
-void dispatch_float(DType dt, const char* kernel, F&& f) {
-  switch (dt) {
-    case DType::f32: return f(float{});
-    case DType::f64: return f(double{});
-    default: fail(cat("cuda ", kernel, ": unsupported dtype ", dtype_name(dt)));
+    y[2 * j] = T(fma(std * radius, cos(theta), mean));
+    if (2 * j + 1 < n) y[2 * j + 1] = T(fma(std * radius, sin(theta), mean));
   }
 }
 

@@ -29,15 +29,6 @@ constexpr unsigned kArgmaxThreads = 256;       // threads per block of argmax_ro
 constexpr int64_t kArgmaxBlockMinCols = 1024;  // rows at least this wide get a block each
 constexpr int64_t kMaxRowBlocks = 65535;       // grid cap for the row kernels (they loop beyond)
 
-template <typename F>
-void dispatch_float(DType dt, const char* kernel, F&& f) {
-  switch (dt) {
-    case DType::f32: return f(float{});
-    case DType::f64: return f(double{});
-    default: fail(cat("cuda ", kernel, ": unsupported dtype ", dtype_name(dt)));
-  }
-}
-
 // ----------------------------------------------------------------- kernels
 
 // partial[b] = sum of this block's grid-strided share of x, in double

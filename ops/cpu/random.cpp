@@ -7,6 +7,8 @@
 //   normal:  elements 2j, 2j+1 <- block (offset + j), words 0 and 1:
 //            r = sqrt(-2 log u32_to_unit_open0(w0)), t = 2 pi u32_to_unit(w1),
 //            z0 = r cos t, z1 = r sin t
+// The multiply-adds are explicit fma calls, as in cuda/kernels/random.cu, so
+// the two backends round identically whatever each compiler contracts.
 // Threads take ranges of blocks; the value is computed in double and rounded
 // once to the output type.
 #include <algorithm>
@@ -34,7 +36,7 @@ void random_uniform(DType dt, void* y, int64_t n, uint64_t seed, uint64_t offset
       for (int64_t blk = b0; blk < b1; ++blk) {
         const PhiloxBlock r = philox4x32(seed, offset + uint64_t(blk), 0);
         const int64_t i0 = blk * 4, m = std::min<int64_t>(4, n - i0);
-        for (int64_t k = 0; k < m; ++k) py[i0 + k] = T(lo + range * double(u32_to_unit(r.w[k])));
+        for (int64_t k = 0; k < m; ++k) py[i0 + k] = T(std::fma(range, double(u32_to_unit(r.w[k])), lo));
       }
     });
   });
@@ -52,8 +54,8 @@ void random_normal(DType dt, void* y, int64_t n, uint64_t seed, uint64_t offset,
         const PhiloxBlock r = philox4x32(seed, offset + uint64_t(j), 0);
         const double radius = std::sqrt(-2.0 * std::log(double(u32_to_unit_open0(r.w[0]))));
         const double theta = kTwoPi * double(u32_to_unit(r.w[1]));
-        py[2 * j] = T(mean + std * radius * std::cos(theta));
-        if (2 * j + 1 < n) py[2 * j + 1] = T(mean + std * radius * std::sin(theta));
+        py[2 * j] = T(std::fma(std * radius, std::cos(theta), mean));
+        if (2 * j + 1 < n) py[2 * j + 1] = T(std::fma(std * radius, std::sin(theta), mean));
       }
     });
   });
