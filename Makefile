@@ -48,8 +48,6 @@ endif
 ifeq ($(SANITIZE),1)
   OPT    += -fsanitize=address,undefined -fno-omit-frame-pointer
   LDSAN  := -fsanitize=address,undefined
-  # shared memory of emulated kernels lives in this section: give it redzones
-  SIMSAN := -fsanitize-sections=cudasim_shared
 endif
 CPPFLAGS := -I. -MMD -MP
 CXXFLAGS := -std=c++20 $(OPT) -fopenmp $(WARN)
@@ -72,7 +70,7 @@ ifeq ($(CUDA),1)
   endif
 endif
 # The emulator: the same .cu files through g++, against CUDA's headers.
-SIMFLAGS := -x c++ -DEMBER_CUDASIM=1 -I$(CUDA_HOME)/include $(SIMSAN)
+SIMFLAGS := -x c++ -DEMBER_CUDASIM=1 -I$(CUDA_HOME)/include
 
 # ----------------------------------------------------------------- sources
 CORE_SRC  := $(wildcard engine/*.cpp ops/*.cpp ops/cpu/*.cpp net/*.cpp data/*.cpp)
@@ -141,7 +139,7 @@ $(BUILD)/obj-sim/%.S.o: %.S
 
 $(BUILD)/obj-sim/%.cpp.o: %.cpp
 	@mkdir -p $(dir $@)
-	$(CXX) -I. -MMD -MP -DEMBER_CUDASIM=1 -I$(CUDA_HOME)/include $(SIMSAN) $(CXXFLAGS) -c $< -o $@
+	$(CXX) -I. -MMD -MP -DEMBER_CUDASIM=1 -I$(CUDA_HOME)/include $(CXXFLAGS) -c $< -o $@
 
 $(CORE_LIB): $(call obj,$(CORE_SRC))
 	@rm -f $@

@@ -154,6 +154,7 @@ void validate(const Settings& s) {
   EMBER_CHECK(s.load_epoch == 0 || !s.model_prefix.empty(), "--load-epoch needs --model-prefix");
   EMBER_CHECK(s.threads >= 0, "--threads must be >= 0");
   EMBER_CHECK(s.num_batches > 0, "--num-batches must be positive");
+  EMBER_CHECK(s.conv == "cudnn" || s.conv == "native", "unknown --conv '", s.conv, "' (native or cudnn)");
 }
 
 int run(int argc, char** argv) {
@@ -261,10 +262,8 @@ int run(int argc, char** argv) {
 int main(int argc, char** argv) {
   try {
     return run(argc, argv);
-  } catch (const ember::Error& e) {
-    std::fprintf(stderr, "train_resnet: error: %s\n", e.what());
-    return 1;
-  } catch (const std::exception& e) {
+  } catch (const std::exception& e) {  // ember::Error and anything the standard library throws
+    std::fflush(stdout);                // the log so far comes before the error
     std::fprintf(stderr, "train_resnet: error: %s\n", e.what());
     return 1;
   }

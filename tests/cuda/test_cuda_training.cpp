@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "apps/common/fit.h"
+#include "cuda/allocator.h"
 #include "net/resnet.h"
 #include "net/sgd.h"
 #include "ops/ops.h"
@@ -100,4 +101,26 @@ TEST_CASE("cuda training: fit() and evaluate() on the device") {
   CHECK(r.validation_accuracy >= 0.0);
   CHECK(apps::evaluate(model, set, 16, Device::cuda(0)) == doctest::Approx(r.validation_accuracy));
   for (auto& p : model.named_parameters()) CHECK(p.tensor->device() == Device::cuda(0));
+}
+
+TEST_CASE("cuda training: after the first step the caching allocator serves every allocation") {
+  if (!testing::cuda_available()) return;
+  Generator gen(2);
+  net::ResNet model(tiny_config(DType::f32), gen);
+  model.to(Device::cuda(0));
+  net::SGD opt(model.named_parameters(), {0.9, 5e-4, false});
+  auto [x, y] = batch(8);
+  auto step = [&] {
+    const Tensor loss = ops::cross_entropy(model(x.to(Device::cuda(0))), y.to(Device::cuda(0)));
+    opt.zero_grad();
+    loss.backward();
+    opt.step(0.05);
+    return loss.item();
+  };
+  step();  // warm-up: fills the cache (and creates the momentum buffers)
+  const size_t mallocs = cuda::device_allocator_stats().cuda_malloc_calls;
+  for (int i = 0; i < 3; ++i) CHECK(std::isfinite(step()));
+  CHECK(cuda::device_allocator_stats().cuda_malloc_calls == mallocs);
+  MESSAGE("cudaMalloc calls after warm-up: " << mallocs << ", device bytes in use at peak: "
+                                              << cuda::device_allocator_stats().peak_bytes_in_use);
 }
