@@ -42,7 +42,7 @@ void batch_norm_forward_eval(DType dt, const void* x, const void* gamma, const v
                              int64_t HW, double eps, Stream stream);
 void batch_norm_backward_train(DType dt, const void* x, const void* gy, const void* gamma, const void* save_mean,
                                const void* save_invstd, void* gx, void* ggamma, void* gbeta, int64_t N, int64_t C,
-                               int64_t HW, Stream stream);
+                               int64_t HW, double eps, Stream stream);
 void batch_norm_backward_eval(DType dt, const void* x, const void* gy, const void* gamma,
                               const void* running_mean, const void* running_var, void* gx, void* ggamma,
                               void* gbeta, int64_t N, int64_t C, int64_t HW, double eps, Stream stream);

@@ -46,14 +46,14 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta, Te
     if (!should_record({&x, &gamma, &beta})) return y;
     Tensor xs = x.detach(), gs = gamma.detach();
     return record_op("batch_norm2d", y, {&x, &gamma, &beta},
-                     [xs, gs, mean, invstd, N, C, HW](const Tensor& gy, GradMask) {
+                     [xs, gs, mean, invstd, N, C, HW, eps](const Tensor& gy, GradMask) {
                        auto [k2, s2] = launch_on(xs);
                        Tensor gx = Tensor::empty(xs.shape(), xs.dtype(), xs.device());
                        Tensor gg = Tensor::empty({C}, gs.dtype(), xs.device());
                        Tensor gb = Tensor::empty({C}, gs.dtype(), xs.device());
                        k2.batch_norm_backward_train(xs.dtype(), xs.raw_data(), gy.raw_data(), gs.raw_data(),
                                                     mean.raw_data(), invstd.raw_data(), gx.raw_data(),
-                                                    gg.raw_data(), gb.raw_data(), N, C, HW, s2);
+                                                    gg.raw_data(), gb.raw_data(), N, C, HW, eps, s2);
                        return std::vector<Tensor>{gx, gg, gb};
                      });
   }

@@ -145,11 +145,12 @@ struct Kernels {
   void (*batch_norm_forward_eval)(DType dt, const void* x, const void* gamma, const void* beta,
                                   const void* running_mean, const void* running_var, void* y, int64_t N,
                                   int64_t C, int64_t HW, double eps, Stream stream);
-  // Gradients of the training forward (statistics depend on x):
+  // Gradients of the training forward (statistics depend on x); eps is the
+  // forward's (cuDNN wants it; the saved inverse std already holds it):
   //   gx: [N, C, HW]   ggamma, gbeta: [C]
   void (*batch_norm_backward_train)(DType dt, const void* x, const void* gy, const void* gamma,
                                     const void* save_mean, const void* save_invstd, void* gx, void* ggamma,
-                                    void* gbeta, int64_t N, int64_t C, int64_t HW, Stream stream);
+                                    void* gbeta, int64_t N, int64_t C, int64_t HW, double eps, Stream stream);
   // Gradients of the inference forward (statistics are constants), for
   // fine-tuning with frozen statistics.
   void (*batch_norm_backward_eval)(DType dt, const void* x, const void* gy, const void* gamma,

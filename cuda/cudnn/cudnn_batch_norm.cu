@@ -27,11 +27,6 @@ struct BnDescriptors {
   }
 };
 
-// cuDNN recomputes 1/sqrt(var + eps) in backward only when no saved
-// statistics are passed; ember always passes them, so backward's epsilon is
-// not used. It must still be a valid value.
-constexpr double kBackwardEpsilon = 1e-5;
-
 }  // namespace
 
 void cudnn_batch_norm_forward_train(DType dt, const void* x, const void* gamma, const void* beta, void* y,
@@ -58,12 +53,12 @@ void cudnn_batch_norm_forward_eval(DType dt, const void* x, const void* gamma, c
 
 void cudnn_batch_norm_backward_train(DType dt, const void* x, const void* gy, const void* gamma,
                                      const void* save_mean, const void* save_invstd, void* gx, void* ggamma,
-                                     void* gbeta, int64_t N, int64_t C, int64_t HW, Stream s) {
+                                     void* gbeta, int64_t N, int64_t C, int64_t HW, double eps, Stream s) {
   BnDescriptors d(dt, N, C, HW, "batch_norm_backward_train");
   const Blend b;
   CUDNN_CHECK(cudnnBatchNormalizationBackward(cudnn_handle(as_cuda_stream(s)), CUDNN_BATCHNORM_SPATIAL, b.one(dt),
                                               b.zero(dt), b.one(dt), b.zero(dt), d.x, x, d.x, gy, d.x, gx, d.param,
-                                              gamma, ggamma, gbeta, kBackwardEpsilon, save_mean, save_invstd));
+                                              gamma, ggamma, gbeta, eps, save_mean, save_invstd));
 }
 
 }  // namespace ember::cuda

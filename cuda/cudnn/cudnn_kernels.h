@@ -20,7 +20,7 @@ void cudnn_batch_norm_forward_eval(DType dt, const void* x, const void* gamma, c
                                    int64_t HW, double eps, Stream stream);
 void cudnn_batch_norm_backward_train(DType dt, const void* x, const void* gy, const void* gamma,
                                      const void* save_mean, const void* save_invstd, void* gx, void* ggamma,
-                                     void* gbeta, int64_t N, int64_t C, int64_t HW, Stream stream);
+                                     void* gbeta, int64_t N, int64_t C, int64_t HW, double eps, Stream stream);
 void cudnn_max_pool2d_forward(DType dt, const Pool2dGeometry& g, const void* x, void* y, int32_t* argmax,
                               Stream stream);
 void cudnn_max_pool2d_backward(DType dt, const Pool2dGeometry& g, const void* x, const void* y, const void* gy,

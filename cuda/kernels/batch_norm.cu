@@ -259,7 +259,7 @@ void batch_norm_backward(const T* x, const T* gy, const T* gamma, const T* mean,
 
 void batch_norm_backward_train(DType dt, const void* x, const void* gy, const void* gamma, const void* save_mean,
                                const void* save_invstd, void* gx, void* ggamma, void* gbeta, int64_t N, int64_t C,
-                               int64_t HW, Stream stream) {
+                               int64_t HW, double /*eps: held in save_invstd*/, Stream stream) {
   dispatch_float(dt, "batch_norm_backward_train", [&](auto zero) {
     using T = decltype(zero);
     batch_norm_backward<T, true>(static_cast<const T*>(x), static_cast<const T*>(gy), static_cast<const T*>(gamma),

@@ -121,7 +121,7 @@ void batch_norm_forward_eval(DType dt, const void* x, const void* gamma, const v
 //   x, gy, gx: [N, C, HW]   gamma, save_mean, save_invstd, ggamma, gbeta: [C]
 void batch_norm_backward_train(DType dt, const void* x, const void* gy, const void* gamma, const void* save_mean,
                                const void* save_invstd, void* gx, void* ggamma, void* gbeta, int64_t N, int64_t C,
-                               int64_t HW, Stream) {
+                               int64_t HW, double /*eps: held in save_invstd*/, Stream) {
   dispatch_float(dt, "batch_norm_backward_train", [&](auto zero) {
     using T = decltype(zero);
     using P = T;

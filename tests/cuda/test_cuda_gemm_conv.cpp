@@ -375,9 +375,9 @@ TEST_CASE("cuda batch norm train/eval forward and backward match the cpu") {
       const Both gx = both_filled(xs.numel(), kNaN, dt);
       const Both gg = both_filled(C, kNaN, dt), gb = both_filled(C, kNaN, dt);
       cpu_table().batch_norm_backward_train(dt, x.c(), gy.c(), gamma.c(), sm2.c(), si2.c(), gx.c(), gg.c(), gb.c(),
-                                            bc.N, C, bc.HW, nullptr);
+                                            bc.N, C, bc.HW, 1e-5, nullptr);
       cuda_table().batch_norm_backward_train(dt, x.d(), gy.d(), gamma.d(), sm2.d(), si2.d(), gx.d(), gg.d(), gb.d(),
-                                             bc.N, C, bc.HW, cuda_stream());
+                                             bc.N, C, bc.HW, 1e-5, cuda_stream());
       expect_close(gx, tol, "backward_train gx");
       expect_close(gg, tol, "backward_train ggamma");
       expect_close(gb, tol, "backward_train gbeta");
@@ -510,7 +510,7 @@ TEST_CASE("cuda gemm, conv, batch norm and pooling kernels reject unsupported dt
     CHECK_THROWS_AS(k.conv2d_backward_filter(dt, cg, p, p, p, s), Error);
     CHECK_THROWS_AS(k.batch_norm_forward_train(dt, p, p, p, p, p, p, p, p, 1, 1, 4, 0.1, 1e-5, s), Error);
     CHECK_THROWS_AS(k.batch_norm_forward_eval(dt, p, p, p, p, p, p, 1, 1, 4, 1e-5, s), Error);
-    CHECK_THROWS_AS(k.batch_norm_backward_train(dt, p, p, p, p, p, p, p, p, 1, 1, 4, s), Error);
+    CHECK_THROWS_AS(k.batch_norm_backward_train(dt, p, p, p, p, p, p, p, p, 1, 1, 4, 1e-5, s), Error);
     CHECK_THROWS_AS(k.batch_norm_backward_eval(dt, p, p, p, p, p, p, p, p, 1, 1, 4, 1e-5, s), Error);
     CHECK_THROWS_AS(k.max_pool2d_forward(dt, pg, p, p, am, s), Error);
     CHECK_THROWS_AS(k.max_pool2d_backward(dt, pg, p, p, p, am, p, s), Error);

@@ -105,7 +105,7 @@ TEST_CASE("cudnn vs native: batch norm, max pooling, GEMM") {
       k.batch_norm_forward_train(dt, x.raw_data(), gamma.raw_data(), beta.raw_data(), y.raw_data(), mean.raw_data(),
                                  invstd.raw_data(), rm.raw_data(), rv.raw_data(), N, C, HW, 0.1, 1e-5, s);
       k.batch_norm_backward_train(dt, x.raw_data(), gy.raw_data(), gamma.raw_data(), mean.raw_data(),
-                                  invstd.raw_data(), gx.raw_data(), gg.raw_data(), gb.raw_data(), N, C, HW, s);
+                                  invstd.raw_data(), gx.raw_data(), gg.raw_data(), gb.raw_data(), N, C, HW, 1e-5, s);
       k.batch_norm_forward_eval(dt, x.raw_data(), gamma.raw_data(), beta.raw_data(), rm.raw_data(), rv.raw_data(),
                                 ye.raw_data(), N, C, HW, 1e-5, s);
       std::vector<double> all;
