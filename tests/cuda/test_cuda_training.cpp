@@ -129,3 +129,18 @@ TEST_CASE("cuda training: after the first step the caching allocator serves ever
   MESSAGE("cudaMalloc calls after warm-up: " << mallocs << ", device bytes in use at peak: "
                                               << cuda::device_allocator_stats().peak_bytes_in_use);
 }
+
+TEST_CASE("cuda training: with pinned_host, host tensors are page-locked and still copy both ways") {
+  if (!testing::cuda_available()) return;
+  const Tensor before = Tensor::full({1000}, 3.0, DType::f32);  // from the default source
+  cuda::init(0, cuda::ConvBackend::native, /*pinned_host=*/true);
+  testing::select_native_kernels();
+  Tensor batch = Tensor::full({64, 1, 28, 28}, 7.0, DType::u8);
+  cudaPointerAttributes attr{};
+  REQUIRE(cudaPointerGetAttributes(&attr, batch.raw_data()) == cudaSuccess);
+  CHECK(attr.type == cudaMemoryTypeHost);
+  const Tensor on_device = batch.to(Device::cuda(0));
+  CHECK(on_device.to(Device::cpu()).to_double_vector() == batch.to_double_vector());
+  // Blocks from before the switch go back to their own source.
+  CHECK(before.to_double_vector()[999] == 3.0);
+}
