@@ -52,7 +52,7 @@ endif
 CPPFLAGS := -I. -MMD -MP
 CXXFLAGS := -std=c++20 $(OPT) -fopenmp $(WARN)
 LDFLAGS  := -fopenmp $(LDSAN)
-LDLIBS   := -lz -lpthread
+LDLIBS   := -lz -lstb -lpthread
 
 CUDA_LDLIBS :=
 ifeq ($(CUDA),1)
