@@ -1,9 +1,12 @@
 // apps/train_resnet.cpp — train a ResNet from scratch (MXNet's train_*.py).
 //
 //   build/train_resnet --network resnet --num-layers 20 --dataset fashion-mnist
+//   build/train_resnet --num-layers 50 --data-train train.erec --data-val val.erec --gpus 0
+//   build/train_resnet --data-train train.erec --test-io 1          # the loader alone
 //   build/train_resnet --benchmark 1 --num-layers 50 --image-shape 3,224,224
 //
-// Builds the model, the data iterators and the optimizer from the flags,
+// Builds the model, the data source (Fashion-MNIST in memory, or record
+// files through the threaded loader) and the optimizer from the flags,
 // prints a start line with every setting, and hands over to fit()
 // (apps/common/fit.h), which prints the MXNet-style progress lines and
 // saves a checkpoint per epoch.
@@ -19,6 +22,8 @@
 #include "apps/common/fit.h"
 #include "apps/common/flags.h"
 #include "data/fashion_mnist.h"
+#include "data/image_loader.h"
+#include "data/record_file.h"
 #include "engine/parallel.h"
 #include "net/checkpoint.h"
 #include "net/resnet.h"
@@ -35,6 +40,16 @@ struct Settings {
   bool zero_init_residual = false;
   // data
   std::string dataset = "fashion-mnist";
+  std::string data_train, data_val;  // record files: then --dataset is ignored
+  int data_nthreads = 0;
+  bool test_io = false;
+  std::string size_schedule;
+  bool random_resized_crop = true;  // record data only
+  double min_random_area = 0.08, max_random_area = 1.0;
+  double min_random_aspect_ratio = 0.75, max_random_aspect_ratio = 4.0 / 3.0;
+  int val_resize = 0;
+  bool skip_bad = false;
+  std::string rgb_mean, rgb_std;
   std::string data_dir = data::kFashionMnistDir;
   int64_t num_examples = 0;
   int64_t num_val_examples = 0;
@@ -79,6 +94,20 @@ void declare(apps::Flags& f, Settings& s) {
   f.add("data-dir", &s.data_dir, "directory with the data set's files");
   f.add("num-examples", &s.num_examples, "train on the first N training images only (0: all)");
   f.add("num-val-examples", &s.num_val_examples, "validate on the first N test images only (0: all)");
+  f.add("data-train", &s.data_train, "training record file(s): a .erec, a comma list, or a directory of shards");
+  f.add("data-val", &s.data_val, "validation record file(s), as --data-train");
+  f.add("data-nthreads", &s.data_nthreads, "decode threads of the record loader (0: all cores)");
+  f.add("test-io", &s.test_io, "1: run the loader alone for --num-epochs and print its speed");
+  f.add("size-schedule", &s.size_schedule, "record data: output size by epoch, e.g. 0:128,6:224,16:288");
+  f.add("random-resized-crop", &s.random_resized_crop, "record data: random-resized-crop (else --random-crop/--pad-size)");
+  f.add("min-random-area", &s.min_random_area, "random-resized-crop: smallest area fraction");
+  f.add("max-random-area", &s.max_random_area, "random-resized-crop: largest area fraction");
+  f.add("min-random-aspect-ratio", &s.min_random_aspect_ratio, "random-resized-crop: smallest aspect ratio");
+  f.add("max-random-aspect-ratio", &s.max_random_aspect_ratio, "random-resized-crop: largest aspect ratio");
+  f.add("val-resize", &s.val_resize, "record data: validation short side before the centre crop (0: size * 8/7)");
+  f.add("skip-bad", &s.skip_bad, "1: count and skip corrupt records instead of stopping");
+  f.add("rgb-mean", &s.rgb_mean, "per-channel mean in 0-255 (default: the data set's; ImageNet's for 3 channels)");
+  f.add("rgb-std", &s.rgb_std, "per-channel standard deviation in 0-255");
   f.add("random-crop", &s.random_crop, "random crop after zero padding by --pad-size");
   f.add("random-mirror", &s.random_mirror, "random horizontal flip");
   f.add("pad-size", &s.pad_size, "padding for --random-crop, in pixels");
@@ -101,7 +130,7 @@ void declare(apps::Flags& f, Settings& s) {
   f.add("seed", &s.seed, "seed of initialisation, shuffling and augmentation");
   f.add("threads", &s.threads, "CPU threads (0: all cores)");
   f.add("benchmark", &s.benchmark, "1: time training steps on synthetic data and print img/s only");
-  f.add("image-shape", &s.image_shape, "benchmark input C,H,W (default: the data set's, 1,28,28)");
+  f.add("image-shape", &s.image_shape, "input C,H,W: record data's output (default 3,224,224), or the benchmark's");
   f.add("num-batches", &s.num_batches, "benchmark: timed batches (after 3 warm-up batches)");
   f.group("devices");
   f.add("gpus", &s.gpus, "GPU to train on, e.g. 0 (empty: the CPU)");
@@ -143,7 +172,6 @@ std::vector<int64_t> parse_image_shape(const std::string& text) {
 
 void validate(const Settings& s) {
   EMBER_CHECK(s.network == "resnet", "--network ", s.network, " is not supported (resnet)");
-  EMBER_CHECK(s.dataset == "fashion-mnist", "--dataset ", s.dataset, " is not supported (fashion-mnist)");
   EMBER_CHECK(s.batch_size > 0, "--batch-size must be positive");
   EMBER_CHECK(s.num_epochs > 0, "--num-epochs must be positive");
   EMBER_CHECK(s.disp_batches > 0, "--disp-batches must be positive");
@@ -155,6 +183,164 @@ void validate(const Settings& s) {
   EMBER_CHECK(s.threads >= 0, "--threads must be >= 0");
   EMBER_CHECK(s.num_batches > 0, "--num-batches must be positive");
   EMBER_CHECK(s.conv == "cudnn" || s.conv == "native", "unknown --conv '", s.conv, "' (native or cudnn)");
+  EMBER_CHECK(s.data_nthreads >= 0, "--data-nthreads must be >= 0");
+  EMBER_CHECK(s.data_val.empty() || !s.data_train.empty(), "--data-val needs --data-train");
+  EMBER_CHECK(s.min_random_area > 0 && s.min_random_area <= s.max_random_area && s.max_random_area <= 1,
+              "--min-random-area/--max-random-area must satisfy 0 < min <= max <= 1");
+  EMBER_CHECK(s.min_random_aspect_ratio > 0 && s.min_random_aspect_ratio <= s.max_random_aspect_ratio,
+              "--min-random-aspect-ratio/--max-random-aspect-ratio must satisfy 0 < min <= max");
+}
+
+// "a,b,c" -> numbers; errors name the flag.
+std::vector<double> parse_numbers(const std::string& text, const char* flag) {
+  std::vector<double> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    const double v = std::strtod(item.c_str(), &end);
+    EMBER_CHECK(!item.empty() && *end == '\0', "--", flag, ": '", text, "' is not a comma-separated list of numbers");
+    out.push_back(v);
+  }
+  return out;
+}
+
+// The model's input normalisation: --rgb-mean/--rgb-std (0-255) or defaults.
+ChannelNorm make_norm(const Settings& s, int channels, std::vector<double> mean, std::vector<double> std) {
+  if (!s.rgb_mean.empty()) mean = parse_numbers(s.rgb_mean, "rgb-mean");
+  if (!s.rgb_std.empty()) std = parse_numbers(s.rgb_std, "rgb-std");
+  EMBER_CHECK(int(mean.size()) == channels && int(std.size()) == channels, "--rgb-mean/--rgb-std need ", channels,
+              " values (one per channel), got ", mean.size(), " and ", std.size());
+  ChannelNorm n;
+  n.channels = channels;
+  for (int c = 0; c < channels; ++c) {
+    EMBER_CHECK(std[size_t(c)] > 0, "--rgb-std values must be positive");
+    n.mean[c] = float(mean[size_t(c)] / 255.0);
+    n.inv_std[c] = float(255.0 / std[size_t(c)]);
+  }
+  return n;
+}
+
+// Where batches come from, and what the model must accept.
+struct TrainingData {
+  data::ImageSet train_set, val_set;  // Fashion-MNIST in memory
+  std::unique_ptr<data::BatchIterator> train_it, val_it;
+  std::unique_ptr<data::RecordDataset> train_records, val_records;  // record files
+  std::unique_ptr<data::ImageLoader> train_loader, val_loader;
+  std::unique_ptr<apps::BatchSource> train, val;
+  int64_t channels = 0, image_size = 0, num_classes = 0;
+  ChannelNorm norm;
+  std::string description;
+};
+
+std::unique_ptr<TrainingData> fashion_mnist_data(const Settings& s) {
+  EMBER_CHECK(s.dataset == "fashion-mnist", "--dataset ", s.dataset,
+              " is not built in (fashion-mnist); use --data-train with record files");
+  auto d = std::make_unique<TrainingData>();
+  d->train_set = data::load_fashion_mnist(s.data_dir, true);
+  d->val_set = data::load_fashion_mnist(s.data_dir, false);
+  if (s.num_examples > 0 && s.num_examples < d->train_set.count)
+    d->train_set = data::subset(d->train_set, 0, s.num_examples);
+  if (s.num_val_examples > 0 && s.num_val_examples < d->val_set.count)
+    d->val_set = data::subset(d->val_set, 0, s.num_val_examples);
+  data::BatchIterator::Options io;
+  io.batch_size = s.batch_size;
+  io.pad = s.random_crop ? s.pad_size : 0;
+  io.flip = s.random_mirror;
+  io.seed = uint64_t(s.seed);
+  d->train_it = std::make_unique<data::BatchIterator>(d->train_set, io);
+  data::BatchIterator::Options vo;
+  vo.batch_size = 500;
+  vo.shuffle = false;
+  d->val_it = std::make_unique<data::BatchIterator>(d->val_set, vo);
+  d->train = std::make_unique<apps::IteratorSource>(*d->train_it);
+  d->val = std::make_unique<apps::IteratorSource>(*d->val_it);
+  d->channels = d->train_set.channels;
+  d->image_size = std::min(d->train_set.height, d->train_set.width);
+  d->num_classes = d->train_set.num_classes;
+  // Fashion-MNIST's pixel statistics (training set): mean 0.2860, std 0.3530.
+  d->norm = make_norm(s, 1, {0.2860 * 255}, {0.3530 * 255});
+  d->description = cat(d->train_set.name, " (", d->train_set.count, " images), validation ", d->val_set.name, " (",
+                       d->val_set.count, " images)");
+  return d;
+}
+
+std::unique_ptr<TrainingData> record_data(const Settings& s) {
+  auto d = std::make_unique<TrainingData>();
+  const auto shape = parse_image_shape(s.image_shape.empty() ? "3,224,224" : s.image_shape);
+  EMBER_CHECK(shape[0] == 1 || shape[0] == 3, "--image-shape: record data has 1 or 3 channels, got ", shape[0]);
+  EMBER_CHECK(shape[1] == shape[2], "--image-shape: record data is cropped square, got ", shape[1], "x", shape[2]);
+  d->channels = shape[0];
+  d->image_size = shape[1];
+  data::LoaderOptions lo;
+  lo.batch_size = s.batch_size;
+  lo.threads = s.data_nthreads > 0 ? s.data_nthreads : int(std::thread::hardware_concurrency());
+  lo.seed = uint64_t(s.seed);
+  lo.channels = int(shape[0]);
+  lo.output_size = int(shape[1]);
+  if (!s.size_schedule.empty()) lo.size_schedule = data::parse_size_schedule(s.size_schedule);
+  lo.augment = s.random_resized_crop ? data::Augment::random_resized_crop
+                                     : (s.random_crop ? data::Augment::pad_crop : data::Augment::none);
+  lo.min_area = s.min_random_area, lo.max_area = s.max_random_area;
+  lo.min_ratio = s.min_random_aspect_ratio, lo.max_ratio = s.max_random_aspect_ratio;
+  lo.pad = s.pad_size;
+  lo.flip = s.random_mirror;
+  lo.val_resize = s.val_resize;
+  lo.skip_bad = s.skip_bad;
+  d->train_records = std::make_unique<data::RecordDataset>(s.data_train);
+  d->num_classes = d->train_records->num_classes();
+  EMBER_CHECK(d->num_classes > 0 || s.num_classes > 0, s.data_train,
+              ": the records carry no class count; give --num-classes");
+  if (s.num_classes > 0) {
+    EMBER_CHECK(d->num_classes == 0 || d->num_classes == s.num_classes, "--num-classes ", s.num_classes,
+                " does not match ", s.data_train, "'s ", d->num_classes, " classes");
+    d->num_classes = s.num_classes;
+  }
+  d->train_loader = std::make_unique<data::ImageLoader>(*d->train_records, lo);
+  d->train = std::make_unique<apps::LoaderSource>(*d->train_loader);
+  d->description = cat(s.data_train, ": ", d->train_records->describe());
+  if (!s.data_val.empty()) {
+    d->val_records = std::make_unique<data::RecordDataset>(s.data_val);
+    data::LoaderOptions vo = lo;
+    vo.validation = true;
+    vo.shuffle = false;
+    d->val_loader = std::make_unique<data::ImageLoader>(*d->val_records, vo);
+    d->val = std::make_unique<apps::LoaderSource>(*d->val_loader);
+    d->description += cat(", validation ", s.data_val, ": ", d->val_records->describe());
+  }
+  // ImageNet's statistics for colour images; the middle grey otherwise.
+  d->norm = d->channels == 3 ? make_norm(s, 3, {123.675, 116.28, 103.53}, {58.395, 57.12, 57.375})
+                             : make_norm(s, 1, {127.5}, {63.75});
+  return d;
+}
+
+int run_benchmark(const Settings& s, Device device) {
+  apps::BenchmarkOptions b;
+  const auto shape = s.image_shape.empty() ? std::vector<int64_t>{1, 28, 28} : parse_image_shape(s.image_shape);
+  b.channels = shape[0], b.height = shape[1], b.width = shape[2];
+  b.num_classes = s.num_classes > 0 ? s.num_classes : (s.image_shape.empty() ? 10 : 1000);
+  b.batch_size = s.batch_size;
+  b.batches = s.num_batches;
+  b.disp_batches = std::min(s.disp_batches, s.num_batches);
+  b.lr = s.lr;
+  b.sgd = {s.mom, s.wd, s.nesterov};
+  b.seed = uint64_t(s.seed);
+  b.device = device;
+  net::ResNetConfig cfg;
+  cfg.num_layers = s.num_layers;
+  cfg.num_classes = b.num_classes;
+  cfg.in_channels = b.channels;
+  cfg.image_size = std::min(b.height, b.width);
+  cfg.input_norm.channels = int(b.channels);
+  for (int c = 0; c < int(b.channels) && c < 8; ++c) cfg.input_norm.mean[c] = 0.5f, cfg.input_norm.inv_std[c] = 4.0f;
+  Generator gen(uint64_t(s.seed));
+  net::ResNet model(cfg, gen);
+  model.to(device);
+  std::printf("benchmark: %s, batch %lld, input %lldx%lldx%lld, synthetic data\n", model.describe().c_str(),
+              (long long)b.batch_size, (long long)b.channels, (long long)b.height, (long long)b.width);
+  const double median = apps::benchmark(model, b);
+  std::printf("Median speed: %.2f samples/sec\n", median);
+  return 0;
 }
 
 int run(int argc, char** argv) {
@@ -166,73 +352,35 @@ int run(int argc, char** argv) {
   set_num_threads(s.threads > 0 ? s.threads : int(std::thread::hardware_concurrency()));
   std::printf("Start training with: %s\n", flags.settings().c_str());
   std::printf("threads=%d\n", num_threads());
-  const Device device = select_device(s);
+  const Device device = s.test_io ? Device::cpu() : select_device(s);
+  if (s.benchmark) return run_benchmark(s, device);
 
-  Generator gen(uint64_t(s.seed));
-  net::ResNetConfig cfg;
-  cfg.num_layers = s.num_layers;
-  cfg.zero_init_residual = s.zero_init_residual;
-  // Fashion-MNIST's pixel statistics (training set): mean 0.2860, std 0.3530.
-  cfg.input_norm.channels = 1;
-  cfg.input_norm.mean[0] = 0.2860f;
-  cfg.input_norm.inv_std[0] = 1.0f / 0.3530f;
-
-  if (s.benchmark) {
-    apps::BenchmarkOptions b;
-    const auto shape = s.image_shape.empty() ? std::vector<int64_t>{1, 28, 28} : parse_image_shape(s.image_shape);
-    b.channels = shape[0], b.height = shape[1], b.width = shape[2];
-    b.num_classes = s.num_classes > 0 ? s.num_classes : (s.image_shape.empty() ? 10 : 1000);
-    b.batch_size = s.batch_size;
-    b.batches = s.num_batches;
-    b.disp_batches = std::min(s.disp_batches, s.num_batches);
-    b.lr = s.lr;
-    b.sgd = {s.mom, s.wd, s.nesterov};
-    b.seed = uint64_t(s.seed);
-    b.device = device;
-    cfg.num_classes = b.num_classes;
-    cfg.in_channels = b.channels;
-    cfg.image_size = std::min(b.height, b.width);
-    cfg.input_norm.channels = int(b.channels);
-    for (int c = 0; c < int(b.channels) && c < 8; ++c) cfg.input_norm.mean[c] = 0.5f, cfg.input_norm.inv_std[c] = 4.0f;
-    net::ResNet model(cfg, gen);
-    model.to(device);
-    std::printf("benchmark: %s, batch %lld, input %lldx%lldx%lld, synthetic data\n", model.describe().c_str(),
-                (long long)b.batch_size, (long long)b.channels, (long long)b.height, (long long)b.width);
-    const double median = apps::benchmark(model, b);
+  const auto d = s.data_train.empty() ? fashion_mnist_data(s) : record_data(s);
+  std::printf("data: %s\n", d->description.c_str());
+  if (s.test_io) {
+    const double median = apps::test_io(*d->train, s.num_epochs, s.disp_batches);
     std::printf("Median speed: %.2f samples/sec\n", median);
+    if (d->train_loader && d->train_loader->bad_records() > 0)
+      std::printf("skipped %lld bad records\n", (long long)d->train_loader->bad_records());
     return 0;
   }
 
-  data::ImageSet train_set = data::load_fashion_mnist(s.data_dir, true);
-  data::ImageSet val_set = data::load_fashion_mnist(s.data_dir, false);
-  if (s.num_examples > 0 && s.num_examples < train_set.count) train_set = data::subset(train_set, 0, s.num_examples);
-  if (s.num_val_examples > 0 && s.num_val_examples < val_set.count)
-    val_set = data::subset(val_set, 0, s.num_val_examples);
-  EMBER_CHECK(s.num_classes == 0 || s.num_classes == train_set.num_classes, "--num-classes ", s.num_classes,
-              " does not match ", train_set.name, "'s ", train_set.num_classes, " classes");
-  cfg.num_classes = train_set.num_classes;
-  cfg.in_channels = train_set.channels;
-  cfg.image_size = std::min(train_set.height, train_set.width);
+  net::ResNetConfig cfg;
+  cfg.num_layers = s.num_layers;
+  cfg.zero_init_residual = s.zero_init_residual;
+  cfg.num_classes = d->num_classes;
+  cfg.in_channels = d->channels;
+  cfg.image_size = d->image_size;
+  cfg.input_norm = d->norm;
+  Generator gen(uint64_t(s.seed));
   net::ResNet model(cfg, gen);
   std::printf("model: %s\n", model.describe().c_str());
-  std::printf("data: %s (%lld images), validation %s (%lld images)\n", train_set.name.c_str(),
-              (long long)train_set.count, val_set.name.c_str(), (long long)val_set.count);
-
   if (s.load_epoch > 0) {
     const std::string path = net::checkpoint_path(s.model_prefix, s.load_epoch);
-    net::load_model(path, model);  // before the move: the file is read into host tensors
+    net::load_model(path, model);
     std::printf("Loaded model from \"%s\"; resuming at Epoch[%d]\n", path.c_str(), s.load_epoch);
   }
-
   model.to(device);
-
-  data::BatchIterator::Options io;
-  io.batch_size = s.batch_size;
-  io.shuffle = true;
-  io.pad = s.random_crop ? s.pad_size : 0;
-  io.flip = s.random_mirror;
-  io.seed = uint64_t(s.seed);
-  data::BatchIterator train(train_set, io);
 
   apps::FitOptions fo;
   fo.num_epochs = s.num_epochs;
@@ -249,11 +397,13 @@ int run(int argc, char** argv) {
   fo.device = device;
   fo.checkpoint_metadata = {{"network", "resnet"},
                             {"num_layers", std::to_string(s.num_layers)},
-                            {"dataset", s.dataset},
+                            {"dataset", s.data_train.empty() ? s.dataset : s.data_train},
                             {"producer", "ember train_resnet"}};
-  const apps::FitResult r = apps::fit(model, train, &val_set, fo);
+  const apps::FitResult r = apps::fit(model, *d->train, d->val.get(), fo);
   std::printf("Finished %d epochs in %.1f s: Train-accuracy=%.6f Validation-accuracy=%.6f\n",
               s.num_epochs - s.load_epoch, r.seconds, r.train_accuracy, r.validation_accuracy);
+  if (d->train_loader && d->train_loader->bad_records() > 0)
+    std::printf("skipped %lld bad records\n", (long long)d->train_loader->bad_records());
   return 0;
 }
 

@@ -17,7 +17,9 @@
 // Output: uint8 NCHW batches (normalisation is the model's first op).
 //
 // Decode threads fill a bounded queue of ready batches (prefetch); within a
-// prefetch window the records are read in file-offset order.
+// prefetch window the records are read in file-offset order. Batches live in
+// a ring of 2 * prefetch_batches: one window being consumed while the next
+// one is decoded.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -37,7 +39,7 @@ enum class Augment { none, random_resized_crop, pad_crop };
 struct LoaderOptions {
   int64_t batch_size = 128;
   int threads = 2;             // decode threads (--data-nthreads)
-  int prefetch_batches = 4;    // ready batches kept ahead
+  int prefetch_batches = 4;    // batches per read window (up to twice this many decoded ahead)
   bool shuffle = true;
   bool drop_last = false;
   uint64_t seed = 0;
@@ -59,6 +61,11 @@ struct LoaderOptions {
 
 // "0:128,6:224,16:288" -> {(0,128), (6,224), (16,288)}; errors on bad text.
 std::vector<std::pair<int, int>> parse_size_schedule(const std::string& text);
+
+// The order the decode threads read an epoch in: the positions 0..n-1 of
+// `order` (dataset indices), taken in windows of `window` positions, each
+// window sorted by (shard, file offset, position).
+std::vector<int64_t> window_read_order(const RecordDataset& data, const std::vector<int64_t>& order, int64_t window);
 
 class ImageLoader {
  public:

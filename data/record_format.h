@@ -1,6 +1,7 @@
 // data/record_format.h — the on-disk structures of ember's record files
 // (data/FORMAT.md is the specification), with their sizes checked.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 

@@ -41,17 +41,14 @@ struct Interval {
 
 }  // namespace
 
-double evaluate(net::Module& model, const data::ImageSet& set, int64_t batch_size, Device device) {
+double evaluate(net::Module& model, BatchSource& source, Device device) {
   const bool was_training = model.is_training();
   model.eval();
   NoGradGuard no_grad;
-  data::BatchIterator::Options o;
-  o.batch_size = batch_size;
-  o.shuffle = false;
-  data::BatchIterator it(set, o);
+  source.start_epoch(0);
   data::Batch b;
   int64_t correct = 0, total = 0;
-  while (it.next(b)) {
+  while (source.next(b)) {
     correct += count_correct(model(b.images.to(device)), b.labels);
     total += b.size;
   }
@@ -59,13 +56,33 @@ double evaluate(net::Module& model, const data::ImageSet& set, int64_t batch_siz
   return total ? double(correct) / double(total) : 0.0;
 }
 
+double evaluate(net::Module& model, const data::ImageSet& set, int64_t batch_size, Device device) {
+  data::BatchIterator::Options o;
+  o.batch_size = batch_size;
+  o.shuffle = false;
+  data::BatchIterator it(set, o);
+  IteratorSource source(it);
+  return evaluate(model, source, device);
+}
+
 FitResult fit(net::Module& model, data::BatchIterator& train, const data::ImageSet* val, const FitOptions& o) {
+  IteratorSource train_source(train);
+  if (!val) return fit(model, train_source, nullptr, o);
+  data::BatchIterator::Options vo;
+  vo.batch_size = o.eval_batch_size;
+  vo.shuffle = false;
+  data::BatchIterator val_it(*val, vo);
+  IteratorSource val_source(val_it);
+  return fit(model, train_source, &val_source, o);
+}
+
+FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const FitOptions& o) {
   EMBER_CHECK(o.num_epochs > o.begin_epoch, "nothing to train: --num-epochs ", o.num_epochs,
               " is not after the resumed epoch ", o.begin_epoch);
   EMBER_CHECK(o.disp_batches > 0, "--disp-batches must be positive");
   const int64_t steps_per_epoch = train.batches_per_epoch();
   EMBER_CHECK(steps_per_epoch > 0, "the training set gives no batch (", train.samples_per_epoch(),
-              " samples per epoch, batch size ", train.options().batch_size, ")");
+              " samples per epoch, batch size ", train.batch_size(), ")");
 
   net::SGD opt(model.named_parameters(), o.sgd);
   net::LrScheduleOptions so = o.schedule;
@@ -140,7 +157,7 @@ FitResult fit(net::Module& model, data::BatchIterator& train, const data::ImageS
     std::fprintf(o.log, "Epoch[%d] Train-accuracy=%.6f\n", epoch, result.train_accuracy);
     std::fprintf(o.log, "Epoch[%d] Time cost=%.3f\n", epoch, seconds_since(epoch_start));
     if (val) {
-      result.validation_accuracy = evaluate(model, *val, o.eval_batch_size, o.device);
+      result.validation_accuracy = evaluate(model, *val, o.device);
       std::fprintf(o.log, "Epoch[%d] Validation-accuracy=%.6f\n", epoch, result.validation_accuracy);
     }
     if (!o.model_prefix.empty()) {
@@ -190,6 +207,32 @@ double benchmark(net::Module& model, const BenchmarkOptions& o) {
     std::fflush(o.log);
     done += n;
   }
+  std::sort(speeds.begin(), speeds.end());
+  return speeds[speeds.size() / 2];
+}
+
+double test_io(BatchSource& source, int epochs, int disp_batches, std::FILE* log) {
+  EMBER_CHECK(epochs > 0 && disp_batches > 0, "test-io: need positive epochs and --disp-batches");
+  std::vector<double> speeds;
+  data::Batch b;
+  for (int epoch = 0; epoch < epochs; ++epoch) {
+    source.start_epoch(epoch);
+    Interval interval;
+    int64_t batch_index = 0;
+    while (source.next(b)) {
+      interval.samples += b.size;
+      ++interval.batches;
+      if (++batch_index % disp_batches == 0) {
+        const double speed = double(interval.samples) / seconds_since(interval.start);
+        speeds.push_back(speed);
+        std::fprintf(log, "Epoch[%d] Batch [%lld-%lld]\tSpeed: %.2f samples/sec\n", epoch,
+                     (long long)(batch_index - interval.batches), (long long)batch_index, speed);
+        std::fflush(log);
+        interval.reset();
+      }
+    }
+  }
+  EMBER_CHECK(!speeds.empty(), "test-io: fewer than --disp-batches ", disp_batches, " batches per epoch to time");
   std::sort(speeds.begin(), speeds.end());
   return speeds[speeds.size() / 2];
 }

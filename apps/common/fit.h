@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/common/batch_source.h"
 #include "data/batch_iterator.h"
 #include "net/lr_schedule.h"
 #include "net/module.h"
@@ -43,12 +44,16 @@ struct FitResult {
   int64_t steps = 0;
 };
 
-// Classification accuracy of model (eval mode, no grad) on a whole set.
+// Classification accuracy of model (eval mode, no grad) over one epoch of a
+// source, or over a whole in-memory set.
+double evaluate(net::Module& model, BatchSource& source, Device device);
 double evaluate(net::Module& model, const data::ImageSet& set, int64_t batch_size, Device device);
 
 // Trains; `val` may be null. With begin_epoch > 0 the caller has loaded the
 // model; fit loads PREFIX-{begin_epoch}.states.safetensors into the optimizer
 // when that file exists.
+FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const FitOptions& options);
+// The same over an in-memory set's iterator and validation set.
 FitResult fit(net::Module& model, data::BatchIterator& train, const data::ImageSet* val, const FitOptions& options);
 
 struct BenchmarkOptions {
@@ -65,5 +70,10 @@ struct BenchmarkOptions {
 };
 // Median training img/s over the timed intervals of disp_batches steps.
 double benchmark(net::Module& model, const BenchmarkOptions& options);
+
+// MXNet's --test-io: draws `epochs` epochs of batches from the source and
+// nothing else, printing "Epoch[e] Batch [a-b]  Speed: N samples/sec" every
+// disp_batches batches. Returns the median speed of those intervals.
+double test_io(BatchSource& source, int epochs, int disp_batches, std::FILE* log = stdout);
 
 }  // namespace ember::apps

@@ -1,0 +1,329 @@
+// data/image.cpp — decode (stb_image), resize (ember's own) and encode
+// (stb_image_write) 8-bit images.
+//
+// Bilinear resize (resize_to_planar and enlarging in resize_short_side) is
+// separable fixed point, the scheme of OpenCV's INTER_LINEAR: for output
+// column x of a box of width W resized to w,
+//     f  = (x + 0.5) * W / w - 0.5,  i = floor(f), t = f - i,
+//     clamped to the box: i < 0 -> (0, t = 0); i >= W - 1 -> (W - 1, t = 0),
+//     weights (2048 - a, a) with a = round(t * 2048) on columns (i, min(i + 1, W - 1));
+// rows likewise. A horizontal pass makes 19-bit row values
+// h = p0 * (2048 - a) + p1 * a, the vertical pass combines two of them with the
+// row weights and rounds: (h0 * (2048 - b) + h1 * b + 2^21) >> 22. Only the
+// box's pixels are read (the same as cropping first, then resizing). The
+// column tables are computed once per call, source rows are converted once
+// and reused by consecutive output rows, and the vertical pass is a plain
+// loop over int32 that the compiler vectorises.
+#include "data/image.h"
+
+#include <stb/stb_image.h>
+#include <stb/stb_image_write.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstring>
+
+#include "engine/error.h"
+
+namespace ember::data {
+namespace {
+
+constexpr int kWeightBits = 11;
+constexpr int kOne = 1 << kWeightBits;  // 2048
+
+const char* stb_reason() {
+  const char* r = stbi_failure_reason();
+  return r ? r : "unknown reason";
+}
+
+// ------------------------------------------------------------ bilinear axes
+
+// Source positions and weights of one axis (see the file comment).
+struct LinearAxis {
+  std::vector<int> i0, i1;  // source indices (absolute, inside the box)
+  std::vector<int> w1;      // weight of i1 in 1/2048; i0 gets 2048 - w1
+};
+
+void make_linear_axis(int start, int src_len, int out_len, LinearAxis& a) {
+  a.i0.resize(size_t(out_len));
+  a.i1.resize(size_t(out_len));
+  a.w1.resize(size_t(out_len));
+  const double scale = double(src_len) / double(out_len);
+  for (int o = 0; o < out_len; ++o) {
+    const double f = (o + 0.5) * scale - 0.5;
+    int i = int(std::floor(f));
+    double t = f - i;
+    if (i < 0) i = 0, t = 0;
+    if (i >= src_len - 1) i = src_len - 1, t = 0;
+    a.i0[size_t(o)] = start + i;
+    a.i1[size_t(o)] = start + std::min(i + 1, src_len - 1);
+    a.w1[size_t(o)] = int(std::lround(t * kOne));
+  }
+}
+
+// Horizontal pass of one source row into planar int32 rows h[c * out_w + x].
+// off0/off1 are byte offsets of the two source pixels in the row.
+template <int C>
+void horizontal(const uint8_t* row, const int* off0, const int* off1, const int* w1, int out_w, int32_t* h) {
+  for (int x = 0; x < out_w; ++x) {
+    const uint8_t* a = row + off0[x];
+    const uint8_t* b = row + off1[x];
+    const int32_t wb = w1[x], wa = kOne - wb;
+    for (int c = 0; c < C; ++c) h[c * out_w + x] = int32_t(a[c]) * wa + int32_t(b[c]) * wb;
+  }
+}
+
+void horizontal_any(const uint8_t* row, const int* off0, const int* off1, const int* w1, int out_w, int channels,
+                    int32_t* h) {
+  for (int x = 0; x < out_w; ++x) {
+    const uint8_t* a = row + off0[x];
+    const uint8_t* b = row + off1[x];
+    const int32_t wb = w1[x], wa = kOne - wb;
+    for (int c = 0; c < channels; ++c) h[c * out_w + x] = int32_t(a[c]) * wa + int32_t(b[c]) * wb;
+  }
+}
+
+// Vertical pass: n values from two horizontal rows.
+inline void vertical(const int32_t* __restrict h0, const int32_t* __restrict h1, int32_t wb, int n,
+                     uint8_t* __restrict out) {
+  const int32_t wa = kOne - wb;
+  constexpr int32_t round = 1 << (2 * kWeightBits - 1);
+  for (int i = 0; i < n; ++i) out[i] = uint8_t((h0[i] * wa + h1[i] * wb + round) >> (2 * kWeightBits));
+}
+
+void check_box(const Image& src, const Box& box, int out_h, int out_w, const char* fn) {
+  EMBER_CHECK(src.channels >= 1 && src.channels <= 4 && src.height > 0 && src.width > 0 &&
+                  src.pixels.size() == size_t(src.height) * size_t(src.width) * size_t(src.channels),
+              fn, ": bad source image ", src.height, "x", src.width, "x", src.channels);
+  EMBER_CHECK(box.width > 0 && box.height > 0 && box.x >= 0 && box.y >= 0 && box.x <= src.width - box.width &&
+                  box.y <= src.height - box.height,
+              fn, ": box (x ", box.x, ", y ", box.y, ", ", box.width, "x", box.height, ") is not inside the ",
+              src.width, "x", src.height, " image");
+  EMBER_CHECK(out_h > 0 && out_w > 0, fn, ": output size ", out_h, "x", out_w, " must be positive");
+}
+
+// Bilinear resize of box to out_h x out_w; planar or interleaved output.
+void bilinear(const Image& src, const Box& box, int out_h, int out_w, bool flip, bool planar, uint8_t* dst) {
+  const int C = src.channels;
+  LinearAxis ax, ay;
+  make_linear_axis(box.x, box.width, out_w, ax);
+  make_linear_axis(box.y, box.height, out_h, ay);
+  if (flip) {
+    std::reverse(ax.i0.begin(), ax.i0.end());
+    std::reverse(ax.i1.begin(), ax.i1.end());
+    std::reverse(ax.w1.begin(), ax.w1.end());
+  }
+  for (int x = 0; x < out_w; ++x) ax.i0[size_t(x)] *= C, ax.i1[size_t(x)] *= C;  // byte offsets in a row
+
+  const size_t plane_row = size_t(out_w);
+  std::vector<int32_t> buf(2 * size_t(C) * plane_row);
+  int32_t* rows[2] = {buf.data(), buf.data() + size_t(C) * plane_row};
+  int tags[2] = {-1, -1};
+  std::vector<uint8_t> line(planar ? 0 : size_t(C) * plane_row);
+  const size_t src_stride = size_t(src.width) * size_t(C);
+
+  auto make_row = [&](int sy, int32_t* h) {
+    const uint8_t* row = src.pixels.data() + size_t(sy) * src_stride;
+    switch (C) {
+      case 1: horizontal<1>(row, ax.i0.data(), ax.i1.data(), ax.w1.data(), out_w, h); break;
+      case 3: horizontal<3>(row, ax.i0.data(), ax.i1.data(), ax.w1.data(), out_w, h); break;
+      default: horizontal_any(row, ax.i0.data(), ax.i1.data(), ax.w1.data(), out_w, C, h); break;
+    }
+  };
+  // Makes rows[slot] hold source row sy, reusing either cached row.
+  auto ensure = [&](int slot, int sy) {
+    if (tags[slot] == sy) return;
+    if (tags[1 - slot] == sy) {
+      std::swap(rows[0], rows[1]);
+      std::swap(tags[0], tags[1]);
+      if (tags[slot] == sy) return;
+    }
+    make_row(sy, rows[slot]);
+    tags[slot] = sy;
+  };
+
+  const size_t plane = size_t(out_h) * plane_row;
+  for (int y = 0; y < out_h; ++y) {
+    const int wb = ay.w1[size_t(y)];
+    ensure(0, ay.i0[size_t(y)]);
+    const int32_t* h0 = rows[0];
+    const int32_t* h1 = h0;
+    if (wb != 0) {
+      ensure(1, ay.i1[size_t(y)]);
+      h0 = rows[0];  // ensure(1) never moves slot 0's row away (it differs from row i1)
+      h1 = rows[1];
+    }
+    if (planar) {
+      for (int c = 0; c < C; ++c)
+        vertical(h0 + size_t(c) * plane_row, h1 + size_t(c) * plane_row, wb, out_w,
+                 dst + size_t(c) * plane + size_t(y) * plane_row);
+    } else {
+      for (int c = 0; c < C; ++c)
+        vertical(h0 + size_t(c) * plane_row, h1 + size_t(c) * plane_row, wb, out_w, line.data() + size_t(c) * plane_row);
+      uint8_t* out = dst + size_t(y) * plane_row * size_t(C);
+      for (int x = 0; x < out_w; ++x)
+        for (int c = 0; c < C; ++c) out[size_t(x) * size_t(C) + size_t(c)] = line[size_t(c) * plane_row + size_t(x)];
+    }
+  }
+}
+
+// ------------------------------------------------------------ area averaging
+
+// For each output index: the source indices it covers and their weights
+// (overlap of [o * s, (o + 1) * s) with each source pixel, divided by s).
+struct AreaAxis {
+  std::vector<int> first, count;
+  std::vector<float> weight;   // concatenated, count[o] per output
+  std::vector<size_t> offset;  // into weight
+};
+
+void make_area_axis(int src_len, int out_len, AreaAxis& a) {
+  const double scale = double(src_len) / double(out_len);
+  a.first.resize(size_t(out_len));
+  a.count.resize(size_t(out_len));
+  a.offset.resize(size_t(out_len));
+  a.weight.clear();
+  for (int o = 0; o < out_len; ++o) {
+    const double lo = o * scale, hi = std::min(double(src_len), (o + 1) * scale);
+    int i = std::min(src_len - 1, int(std::floor(lo)));
+    a.offset[size_t(o)] = a.weight.size();
+    int first = -1, n = 0;
+    for (; i < src_len && i < hi; ++i) {
+      const double overlap = std::min(hi, double(i + 1)) - std::max(lo, double(i));
+      if (overlap <= 1e-9) continue;
+      if (first < 0) first = i;
+      a.weight.push_back(float(overlap / scale));
+      ++n;
+    }
+    a.first[size_t(o)] = first < 0 ? std::min(src_len - 1, int(lo)) : first;
+    if (n == 0) a.weight.push_back(1.0f), n = 1;
+    a.count[size_t(o)] = n;
+  }
+}
+
+void area_resize(const Image& src, int out_h, int out_w, Image& out) {
+  const int C = src.channels;
+  AreaAxis ax, ay;
+  make_area_axis(src.width, out_w, ax);
+  make_area_axis(src.height, out_h, ay);
+  const size_t n = size_t(out_w) * size_t(C);
+  std::vector<float> hrow(n), acc(n);
+  int cached = -1;
+  const size_t src_stride = size_t(src.width) * size_t(C);
+  out.height = out_h, out.width = out_w, out.channels = C;
+  out.pixels.resize(size_t(out_h) * n);
+  for (int y = 0; y < out_h; ++y) {
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (int k = 0; k < ay.count[size_t(y)]; ++k) {
+      const int sy = ay.first[size_t(y)] + k;
+      if (sy != cached) {
+        const uint8_t* row = src.pixels.data() + size_t(sy) * src_stride;
+        for (int x = 0; x < out_w; ++x) {
+          float s[4] = {0, 0, 0, 0};
+          const float* w = ax.weight.data() + ax.offset[size_t(x)];
+          const uint8_t* p = row + size_t(ax.first[size_t(x)]) * size_t(C);
+          for (int j = 0; j < ax.count[size_t(x)]; ++j, p += C)
+            for (int c = 0; c < C; ++c) s[c] += w[j] * float(p[c]);
+          for (int c = 0; c < C; ++c) hrow[size_t(x) * size_t(C) + size_t(c)] = s[c];
+        }
+        cached = sy;
+      }
+      const float wy = ay.weight[ay.offset[size_t(y)] + size_t(k)];
+      for (size_t i = 0; i < n; ++i) acc[i] += wy * hrow[i];
+    }
+    uint8_t* dst = out.pixels.data() + size_t(y) * n;
+    for (size_t i = 0; i < n; ++i) dst[i] = uint8_t(std::clamp(int(acc[i] + 0.5f), 0, 255));
+  }
+}
+
+void append_bytes(void* context, void* data, int size) {
+  auto* out = static_cast<std::vector<uint8_t>*>(context);
+  const auto* p = static_cast<const uint8_t*>(data);
+  out->insert(out->end(), p, p + size);
+}
+
+void check_encodable(const Image& img, const char* fn) {
+  EMBER_CHECK(img.height > 0 && img.width > 0 && img.channels >= 1 && img.channels <= 4 &&
+                  img.pixels.size() == size_t(img.height) * size_t(img.width) * size_t(img.channels),
+              fn, ": bad image ", img.height, "x", img.width, "x", img.channels, " with ", img.pixels.size(),
+              " bytes");
+}
+
+}  // namespace
+
+Encoding sniff_encoding(const uint8_t* bytes, size_t n) {
+  static const uint8_t png[8] = {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A};
+  if (n >= 3 && bytes[0] == 0xFF && bytes[1] == 0xD8 && bytes[2] == 0xFF) return Encoding::jpeg;
+  if (n >= 8 && std::memcmp(bytes, png, 8) == 0) return Encoding::png;
+  return Encoding::other;  // BMP, GIF, TGA, PNM, ... or not an image at all (decode_image tells)
+}
+
+void decode_image(const uint8_t* bytes, size_t n, int channels, Image& out, const std::string& what) {
+  EMBER_CHECK(channels == 0 || channels == 1 || channels == 3, what, ": cannot decode to ", channels,
+              " channels (1 or 3)");
+  EMBER_CHECK(n > 0, what, ": not a decodable image (empty)");
+  EMBER_CHECK(n <= size_t(INT_MAX), what, ": not a decodable image (", n, " bytes is too large)");
+  int w = 0, h = 0, stored = 0;
+  if (!stbi_info_from_memory(bytes, int(n), &w, &h, &stored))
+    fail(cat(what, ": not a decodable image (", stb_reason(), ")"));
+  const int want = channels != 0 ? channels : (stored <= 2 ? 1 : 3);
+  EMBER_CHECK(w > 0 && h > 0 && uint64_t(w) * uint64_t(h) <= (uint64_t(1) << 30), what,
+              ": not a decodable image (", w, "x", h, " pixels is too large)");
+  int w2 = 0, h2 = 0, c2 = 0;
+  stbi_uc* p = stbi_load_from_memory(bytes, int(n), &w2, &h2, &c2, want);
+  if (!p) fail(cat(what, ": not a decodable image (", stb_reason(), ")"));
+  out.height = h2, out.width = w2, out.channels = want;
+  const size_t size = size_t(h2) * size_t(w2) * size_t(want);
+  out.pixels.assign(p, p + size);
+  stbi_image_free(p);
+}
+
+void resize_to_planar(const Image& src, const Box& box, int out_h, int out_w, bool flip, uint8_t* dst) {
+  check_box(src, box, out_h, out_w, "resize_to_planar");
+  bilinear(src, box, out_h, out_w, flip, /*planar=*/true, dst);
+}
+
+void resize_short_side(const Image& src, int short_side, Image& out) {
+  check_box(src, Box{0, 0, src.width, src.height}, 1, 1, "resize_short_side");
+  EMBER_CHECK(short_side > 0, "resize_short_side: short side ", short_side, " must be positive");
+  EMBER_CHECK(&src != &out, "resize_short_side: source and output must differ");
+  // MXNet's im2rec and torchvision: the long side is scaled and truncated.
+  int out_h, out_w;
+  if (src.height <= src.width) {
+    out_h = short_side;
+    out_w = std::max(1, int(int64_t(src.width) * short_side / src.height));
+  } else {
+    out_w = short_side;
+    out_h = std::max(1, int(int64_t(src.height) * short_side / src.width));
+  }
+  if (out_h == src.height && out_w == src.width) {
+    out = src;
+    return;
+  }
+  if (short_side < std::min(src.height, src.width)) {
+    area_resize(src, out_h, out_w, out);
+    return;
+  }
+  out.height = out_h, out.width = out_w, out.channels = src.channels;
+  out.pixels.resize(size_t(out_h) * size_t(out_w) * size_t(src.channels));
+  bilinear(src, Box{0, 0, src.width, src.height}, out_h, out_w, false, /*planar=*/false, out.pixels.data());
+}
+
+void encode_jpeg(const Image& img, int quality, std::vector<uint8_t>& out) {
+  check_encodable(img, "encode_jpeg");
+  EMBER_CHECK(quality >= 1 && quality <= 100, "encode_jpeg: quality ", quality, " is not in 1..100");
+  out.clear();
+  if (!stbi_write_jpg_to_func(append_bytes, &out, img.width, img.height, img.channels, img.pixels.data(), quality))
+    fail(cat("encode_jpeg: stb_image_write failed on a ", img.width, "x", img.height, "x", img.channels, " image"));
+}
+
+void encode_png(const Image& img, std::vector<uint8_t>& out) {
+  check_encodable(img, "encode_png");
+  out.clear();
+  if (!stbi_write_png_to_func(append_bytes, &out, img.width, img.height, img.channels, img.pixels.data(),
+                              img.width * img.channels))
+    fail(cat("encode_png: stb_image_write failed on a ", img.width, "x", img.height, "x", img.channels, " image"));
+}
+
+}  // namespace ember::data
