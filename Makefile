@@ -6,7 +6,8 @@
 #   make test         install missing Debian packages, build, run every suite:
 #                     CPU + GPU tests (GPU ones skip without a device), the CUDA
 #                     kernels on the emulator, again with CUDASIM_SCHEDULE=reverse,
-#                     and under AddressSanitizer + UBSan
+#                     and under AddressSanitizer + UBSan (the emulator suite and the
+#                     data suite: record files, images, im2rec, the loader)
 #   make train        install missing packages, build, train ResNet-20 on Fashion-MNIST
 #   make deps         only install what is missing (apt-get, needs root)
 #   make clean
@@ -82,6 +83,9 @@ APP_MAINS := $(wildcard apps/*.cpp)
 APPS      := $(patsubst apps/%.cpp,$(BUILD)/%,$(APP_MAINS))
 TEST_SRC  := $(wildcard tests/*.cpp)
 TEST_CUDA_SRC := $(wildcard tests/cuda/*.cpp)
+# The data suite alone, for the sanitizer run (record files are untrusted input).
+TEST_DATA_SRC := tests/test_main.cpp tests/kernel_coverage.cpp tests/test_records.cpp tests/test_image.cpp \
+                 tests/test_im2rec.cpp tests/test_image_loader.cpp
 TEST_SIM_SRC  := tests/test_main.cpp tests/kernel_coverage.cpp tests/op_harness.cpp tests/test_ops.cpp \
                  $(TEST_CUDA_SRC) $(wildcard tests/sim/*.cpp)
 
@@ -162,6 +166,9 @@ $(TEST_BIN): $(TEST_OBJ) $(call obj,$(APP_COMMON_SRC)) $(LIBS)
 $(BUILD)/test_sim: $(call simobj,$(TEST_SIM_SRC)) $(call obj,$(APP_COMMON_SRC)) $(SIM_LIB) $(CORE_LIB)
 	$(CXX) $(LDFLAGS) $^ $(LDLIBS) -ldl -o $@
 
+$(BUILD)/test_data: $(call obj,$(TEST_DATA_SRC)) $(CORE_LIB)
+	$(CXX) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
 $(BUILD)/bench_cudasim: $(call simobj,cuda/sim/tools/bench_cudasim.cpp) $(SIM_LIB) $(CORE_LIB)
 	$(CXX) $(LDFLAGS) $^ $(LDLIBS) -ldl -o $@
 
@@ -170,10 +177,10 @@ ASAN_BUILD := $(BUILD)-asan
 NPROC := $(shell nproc 2>/dev/null || echo 2)
 test: deps
 	@$(MAKE) --no-print-directory -j$(NPROC) all
-	@if [ "$(SIM)" = 1 ]; then $(MAKE) --no-print-directory -j$(NPROC) BUILD=$(ASAN_BUILD) SANITIZE=1 CUDA=0 \
-	  $(ASAN_BUILD)/test_sim; fi
+	@$(MAKE) --no-print-directory -j$(NPROC) BUILD=$(ASAN_BUILD) SANITIZE=1 CUDA=0 \
+	  $(ASAN_BUILD)/test_data $(if $(filter 1,$(SIM)),$(ASAN_BUILD)/test_sim)
 	@bash tests/run_tests.sh $(TEST_BIN) $(if $(filter 1,$(SIM)),$(BUILD)/test_sim \
-	  "CUDASIM_SCHEDULE=reverse $(BUILD)/test_sim" $(ASAN_BUILD)/test_sim)
+	  "CUDASIM_SCHEDULE=reverse $(BUILD)/test_sim" $(ASAN_BUILD)/test_sim) $(ASAN_BUILD)/test_data
 
 # Train ResNet-20 on Fashion-MNIST with the defaults of train_resnet,
 # checkpointing every epoch under build/checkpoints/.

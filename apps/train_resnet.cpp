@@ -358,8 +358,10 @@ int run(int argc, char** argv) {
   const auto d = s.data_train.empty() ? fashion_mnist_data(s) : record_data(s);
   std::printf("data: %s\n", d->description.c_str());
   if (s.test_io) {
-    const double median = apps::test_io(*d->train, s.num_epochs, s.disp_batches);
-    std::printf("Median speed: %.2f samples/sec\n", median);
+    const apps::TestIoResult r = apps::test_io(*d->train, s.num_epochs, s.disp_batches);
+    std::printf("Median speed: %.2f samples/sec\n", r.median_interval_speed);
+    std::printf("Epoch speed: %.2f samples/sec (whole epochs%s)\n", r.epoch_speed,
+                s.num_epochs > 1 ? " after the first" : "");
     if (d->train_loader && d->train_loader->bad_records() > 0)
       std::printf("skipped %lld bad records\n", (long long)d->train_loader->bad_records());
     return 0;

@@ -211,16 +211,21 @@ double benchmark(net::Module& model, const BenchmarkOptions& o) {
   return speeds[speeds.size() / 2];
 }
 
-double test_io(BatchSource& source, int epochs, int disp_batches, std::FILE* log) {
+TestIoResult test_io(BatchSource& source, int epochs, int disp_batches, std::FILE* log) {
   EMBER_CHECK(epochs > 0 && disp_batches > 0, "test-io: need positive epochs and --disp-batches");
   std::vector<double> speeds;
+  TestIoResult result;
+  int64_t steady_samples = 0;
+  double steady_seconds = 0;
   data::Batch b;
   for (int epoch = 0; epoch < epochs; ++epoch) {
+    const auto epoch_start = Clock::now();
     source.start_epoch(epoch);
     Interval interval;
-    int64_t batch_index = 0;
+    int64_t batch_index = 0, samples = 0;
     while (source.next(b)) {
       interval.samples += b.size;
+      samples += b.size;
       ++interval.batches;
       if (++batch_index % disp_batches == 0) {
         const double speed = double(interval.samples) / seconds_since(interval.start);
@@ -231,10 +236,16 @@ double test_io(BatchSource& source, int epochs, int disp_batches, std::FILE* log
         interval.reset();
       }
     }
+    const double seconds = seconds_since(epoch_start);
+    std::fprintf(log, "Epoch[%d] Time cost=%.3f\t%lld samples, %.2f samples/sec\n", epoch, seconds, (long long)samples,
+                 double(samples) / seconds);
+    if (epoch > 0 || epochs == 1) steady_samples += samples, steady_seconds += seconds;
   }
   EMBER_CHECK(!speeds.empty(), "test-io: fewer than --disp-batches ", disp_batches, " batches per epoch to time");
   std::sort(speeds.begin(), speeds.end());
-  return speeds[speeds.size() / 2];
+  result.median_interval_speed = speeds[speeds.size() / 2];
+  result.epoch_speed = steady_seconds > 0 ? double(steady_samples) / steady_seconds : 0;
+  return result;
 }
 
 }  // namespace ember::apps

@@ -73,7 +73,11 @@ double benchmark(net::Module& model, const BenchmarkOptions& options);
 
 // MXNet's --test-io: draws `epochs` epochs of batches from the source and
 // nothing else, printing "Epoch[e] Batch [a-b]  Speed: N samples/sec" every
-// disp_batches batches. Returns the median speed of those intervals.
-double test_io(BatchSource& source, int epochs, int disp_batches, std::FILE* log = stdout);
+// disp_batches batches and each epoch's time and rate.
+struct TestIoResult {
+  double median_interval_speed = 0;  // median of the printed interval speeds
+  double epoch_speed = 0;            // whole epochs after the first (warm-up; all of it when epochs == 1)
+};
+TestIoResult test_io(BatchSource& source, int epochs, int disp_batches, std::FILE* log = stdout);
 
 }  // namespace ember::apps
