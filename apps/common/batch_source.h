@@ -17,6 +17,9 @@ class BatchSource {
   virtual int64_t batches_per_epoch() const = 0;
   virtual int64_t samples_per_epoch() const = 0;
   virtual int64_t batch_size() const = 0;
+  // Side of the square images of `epoch` when it changes between epochs
+  // (progressive resizing); 0 when fixed.
+  virtual int image_size(int /*epoch*/) const { return 0; }
 };
 
 class IteratorSource final : public BatchSource {
@@ -40,6 +43,9 @@ class LoaderSource final : public BatchSource {
   int64_t batches_per_epoch() const override { return loader_.batches_per_epoch(); }
   int64_t samples_per_epoch() const override { return loader_.samples_per_epoch(); }
   int64_t batch_size() const override { return loader_.options().batch_size; }
+  int image_size(int epoch) const override {
+    return loader_.options().size_schedule.empty() ? 0 : loader_.output_size(epoch);
+  }
 
  private:
   data::ImageLoader& loader_;
