@@ -35,32 +35,11 @@ namespace {
 using Bytes = std::vector<uint8_t>;
 
 using ember::testing::error_of;
+using ember::testing::TempDir;
+using ember::testing::contains;
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-#define CHECK_ERROR_HAS(expr, part)                                     \
-  do {                                                                  \
-    const std::string msg_ = error_of([&] { (void)(expr); });           \
-    INFO("message: ", msg_);                                            \
-    CHECK(contains(msg_, part));                                        \
-  } while (0)
 
-// A fresh directory under the system temp dir, removed at the end of scope.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() / ("ember_test_data_" + std::to_string(getpid()) + "_" +
-                                        std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 // An IDX u8 file's bytes: magic, big-endian dims, data.
 Bytes idx_bytes(const std::vector<uint32_t>& dims, const Bytes& data, uint8_t dtype = 0x08) {

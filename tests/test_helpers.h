@@ -2,8 +2,12 @@
 #pragma once
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <exception>
+#include <filesystem>
 #include <string>
+#include <system_error>
 
 #include "engine/error.h"
 
@@ -34,4 +38,36 @@ void expect_error(F&& f, const std::string& substring) {
                 "error '" << what << "' does not contain '" << substring << "'");
 }
 
+inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// A fresh directory under the system temp dir (ember_test_<pid>_<n>),
+// removed with everything in it at the end of scope.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    static int counter = 0;
+    path = std::filesystem::temp_directory_path() /
+           ("ember_test_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
 }  // namespace ember::testing
+
+// Checks that `expr` throws an ember::Error whose message contains `part`
+// and is one line (the message is shown when it does not).
+#define CHECK_ERROR_HAS(expr, part)                                                   \
+  do {                                                                                \
+    const std::string msg_ = ::ember::testing::error_of([&] { (void)(expr); });       \
+    INFO("message: ", msg_);                                                          \
+    CHECK(::ember::testing::contains(msg_, part));                                    \
+    CHECK(msg_.find('\n') == std::string::npos); /* errors are one line */         \
+  } while (0)

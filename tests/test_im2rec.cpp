@@ -36,23 +36,10 @@ namespace {
 
 using Bytes = std::vector<uint8_t>;
 using ember::testing::error_of;
+using ember::testing::TempDir;
+using ember::testing::contains;
 using ember::testing::expect_error;
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path =
-        fs::temp_directory_path() / ("ember_test_im2rec_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 void write_bytes(const std::string& path, const Bytes& b) {
   fs::create_directories(fs::path(path).parent_path());
@@ -145,7 +132,6 @@ PackOptions quiet(PackOptions o = {}) {
   return o;
 }
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 }  // namespace
 

@@ -40,26 +40,12 @@ namespace {
 
 using Bytes = std::vector<uint8_t>;
 using ember::testing::error_of;
+using ember::testing::TempDir;
+using ember::testing::contains;
 using ember::testing::expect_error;
 
 constexpr int64_t kLabelBase = 1000;  // record i has label kLabelBase + i
 
-// A fresh directory under the system temp dir, removed at the end of scope.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path =
-        fs::temp_directory_path() / ("ember_test_loader_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 // A smooth but distinct pattern per image (so JPEG keeps it recognisable).
 Image pattern_image(int height, int width, int channels, int id) {

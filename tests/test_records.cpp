@@ -41,15 +41,10 @@ namespace {
 
 using Bytes = std::vector<uint8_t>;
 using ember::testing::error_of;
+using ember::testing::TempDir;
+using ember::testing::contains;
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-#define CHECK_ERROR_HAS(expr, part)                           \
-  do {                                                        \
-    const std::string msg_ = error_of([&] { (void)(expr); }); \
-    INFO("message: ", msg_);                                  \
-    CHECK(contains(msg_, part));                              \
-  } while (0)
 
 // The message of the ember::Error f throws, or nothing when it succeeds;
 // any other exception propagates (and fails the test).
@@ -62,22 +57,6 @@ std::optional<std::string> error_from(const std::function<void()>& f) {
   return std::nullopt;
 }
 
-// A fresh directory under /tmp, removed at the end of scope.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("ember_test_records_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 Bytes read_all(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
