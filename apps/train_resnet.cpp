@@ -68,6 +68,9 @@ struct Settings {
   double lr_factor = 0.1;
   double warmup_epochs = 0;
   double label_smoothing = 0.1;
+  std::string precision = "fp32";
+  double loss_scale = 0;
+  int64_t scale_window = 2000;
   // run
   int disp_batches = 50;
   std::string model_prefix;
@@ -123,6 +126,9 @@ void declare(apps::Flags& f, Settings& s) {
   f.add("lr-factor", &s.lr_factor, "step schedule: multiplier at each step epoch");
   f.add("warmup-epochs", &s.warmup_epochs, "linear warm-up epochs (step and cosine schedules)");
   f.add("label-smoothing", &s.label_smoothing, "label smoothing of the cross-entropy loss");
+  f.add("precision", &s.precision, "fp32, or fp16: f16 weights and activations, f32 master weights and loss scaling");
+  f.add("loss-scale", &s.loss_scale, "fp16: a fixed loss scale (0: dynamic, from 2^16)");
+  f.add("scale-window", &s.scale_window, "fp16: clean steps before the dynamic loss scale doubles");
   f.group("run");
   f.add("disp-batches", &s.disp_batches, "print speed and accuracy every N batches");
   f.add("model-prefix", &s.model_prefix, "save PREFIX-EEEE.safetensors after every epoch (empty: do not save)");
@@ -184,6 +190,9 @@ void validate(const Settings& s) {
   EMBER_CHECK(s.num_batches > 0, "--num-batches must be positive");
   EMBER_CHECK(s.conv == "cudnn" || s.conv == "native", "unknown --conv '", s.conv, "' (native or cudnn)");
   EMBER_CHECK(s.data_nthreads >= 0, "--data-nthreads must be >= 0");
+  EMBER_CHECK(s.precision == "fp32" || s.precision == "fp16", "--precision '", s.precision, "': fp32 or fp16");
+  EMBER_CHECK(s.loss_scale >= 0, "--loss-scale must be >= 0 (0: dynamic)");
+  EMBER_CHECK(s.scale_window > 0, "--scale-window must be positive");
   EMBER_CHECK(s.data_val.empty() || !s.data_train.empty(), "--data-val needs --data-train");
   EMBER_CHECK(s.min_random_area > 0 && s.min_random_area <= s.max_random_area && s.max_random_area <= 1,
               "--min-random-area/--max-random-area must satisfy 0 < min <= max <= 1");
@@ -326,6 +335,7 @@ int run_benchmark(const Settings& s, Device device) {
   b.sgd = {s.mom, s.wd, s.nesterov};
   b.seed = uint64_t(s.seed);
   b.device = device;
+  b.precision = s.precision == "fp16" ? DType::f16 : DType::f32;
   net::ResNetConfig cfg;
   cfg.num_layers = s.num_layers;
   cfg.num_classes = b.num_classes;
@@ -336,8 +346,9 @@ int run_benchmark(const Settings& s, Device device) {
   Generator gen(uint64_t(s.seed));
   net::ResNet model(cfg, gen);
   model.to(device);
-  std::printf("benchmark: %s, batch %lld, input %lldx%lldx%lld, synthetic data\n", model.describe().c_str(),
-              (long long)b.batch_size, (long long)b.channels, (long long)b.height, (long long)b.width);
+  std::printf("benchmark: %s, batch %lld, input %lldx%lldx%lld, %s, synthetic data\n", model.describe().c_str(),
+              (long long)b.batch_size, (long long)b.channels, (long long)b.height, (long long)b.width,
+              s.precision.c_str());
   const double median = apps::benchmark(model, b);
   std::printf("Median speed: %.2f samples/sec\n", median);
   return 0;
@@ -397,6 +408,9 @@ int run(int argc, char** argv) {
   fo.disp_batches = s.disp_batches;
   fo.model_prefix = s.model_prefix;
   fo.device = device;
+  fo.precision = s.precision == "fp16" ? DType::f16 : DType::f32;
+  fo.loss_scaler.fixed_scale = s.loss_scale;
+  fo.loss_scaler.window = s.scale_window;
   fo.checkpoint_metadata = {{"network", "resnet"},
                             {"num_layers", std::to_string(s.num_layers)},
                             {"dataset", s.data_train.empty() ? s.dataset : s.data_train},
@@ -404,6 +418,9 @@ int run(int argc, char** argv) {
   const apps::FitResult r = apps::fit(model, *d->train, d->val.get(), fo);
   std::printf("Finished %d epochs in %.1f s: Train-accuracy=%.6f Validation-accuracy=%.6f\n",
               s.num_epochs - s.load_epoch, r.seconds, r.train_accuracy, r.validation_accuracy);
+  if (fo.precision == DType::f16)
+    std::printf("fp16: final loss scale %g, %lld of %lld steps skipped\n", r.loss_scale, (long long)r.skipped_steps,
+                (long long)r.steps);
   if (d->train_loader && d->train_loader->bad_records() > 0)
     std::printf("skipped %lld bad records\n", (long long)d->train_loader->bad_records());
   return 0;

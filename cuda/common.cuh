@@ -18,6 +18,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 #include <utility>
 
 #if defined(EMBER_CUDASIM)
@@ -56,12 +58,80 @@ inline unsigned blocks_for(int64_t n, unsigned threads) {
 inline cudaStream_t as_cuda_stream(void* s) { return static_cast<cudaStream_t>(s); }
 
 // Calls f(T{}) with T = float or double for dt; any other dtype is an error
-// naming the kernel (launchers of f32/f64 kernels use this).
+// naming the kernel (launchers of f32/f64-only kernels use this).
 template <typename F>
 void dispatch_float(DType dt, const char* kernel, F&& f) {
   switch (dt) {
     case DType::f32: f(float{}); break;
     case DType::f64: f(double{}); break;
+    default: ::ember::fail(::ember::cat("cuda ", kernel, ": unsupported dtype ", dtype_name(dt)));
+  }
+}
+
+// ------------------------------------------------- storage / compute types
+// Mixed precision (ops/kernels.h): a kernel is templated on its STORAGE type
+// T (float, double or __half) and does its arithmetic in compute_t<T>: T
+// itself for f32/f64, float for f16. Batch-norm parameters and statistics,
+// losses, probabilities and grad_loss are compute_t<T> too (f32 with f16
+// data). Loads convert with to_compute(), stores round once with
+// to_storage<T>(); for f32/f64 both are the identity, so those kernels keep
+// their exact arithmetic (and bits).
+template <typename T>
+struct ComputeType {
+  using type = T;
+};
+template <>
+struct ComputeType<__half> {
+  using type = float;
+};
+template <typename T>
+using compute_t = typename ComputeType<T>::type;
+
+// double -> float rounded to odd: of the two floats bracketing d, the one
+// nearer zero, with its last bit set when d was not exact (out-of-range
+// values become +-inf, as a plain conversion does). Narrowing a double this
+// way and then rounding the float to half is one correct rounding of d.
+__host__ __device__ __forceinline__ float double_to_float_odd(double d) {
+  float f = static_cast<float>(d);
+  const double fd = static_cast<double>(f);
+  if (fd != d && fd - fd == 0.0) {  // inexact and finite (fd - fd is NaN for inf)
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    if ((fd < 0 ? -fd : fd) > (d < 0 ? -d : d)) bits -= 1u;  // one step toward zero (f != 0 here)
+    bits |= 1u;
+    memcpy(&f, &bits, sizeof bits);
+  }
+  return f;
+}
+
+template <typename T>
+__host__ __device__ __forceinline__ T to_compute(T v) {
+  return v;
+}
+__host__ __device__ __forceinline__ float to_compute(__half v) { return __half2float(v); }
+
+// A computed value (float or double) stored as T, rounded once.
+template <typename T, typename V>
+__host__ __device__ __forceinline__ T to_storage(V v) {
+  if constexpr (std::is_same_v<T, __half>) {
+    if constexpr (std::is_same_v<V, double>)
+      return __float2half_rn(double_to_float_odd(v));
+    else
+      return __float2half_rn(static_cast<float>(v));
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+// Calls f(T{}) with the storage type T = float, double or __half for dt; any
+// other dtype is an error naming the kernel (launchers of mixed-precision
+// kernels use this; they compute in compute_t<T>).
+template <typename F>
+void dispatch_float_half(DType dt, const char* kernel, F&& f) {
+  switch (dt) {
+    case DType::f32: f(float{}); break;
+    case DType::f64: f(double{}); break;
+    case DType::f16: f(__half{}); break;
     default: ::ember::fail(::ember::cat("cuda ", kernel, ": unsupported dtype ", dtype_name(dt)));
   }
 }

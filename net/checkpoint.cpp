@@ -20,9 +20,15 @@ std::string optimizer_state_path(const std::string& prefix, int epoch) {
   return prefix + buf;
 }
 
-void save_model(const std::string& path, Module& model, const std::map<std::string, std::string>& metadata) {
+void save_model(const std::string& path, Module& model, const std::map<std::string, std::string>& metadata,
+                const std::vector<std::pair<std::string, Tensor>>& masters) {
   std::vector<std::pair<std::string, Tensor>> tensors;
-  for (auto& [name, t] : model.state()) tensors.emplace_back(name, *t);
+  for (auto& [name, t] : model.state()) {
+    const Tensor* replacement = nullptr;
+    for (const auto& [master_name, master] : masters)
+      if (master_name == name) replacement = &master;
+    tensors.emplace_back(name, replacement ? *replacement : *t);
+  }
   std::map<std::string, std::string> meta = metadata;
   meta["format"] = "pt";  // what safetensors.torch writes: PyTorch loaders accept it as a state_dict
   save_safetensors(path, tensors, meta);

@@ -21,7 +21,10 @@ std::string checkpoint_path(const std::string& prefix, int epoch);
 std::string optimizer_state_path(const std::string& prefix, int epoch);
 
 // Saves the model's state() (copied to the host) with string metadata.
-void save_model(const std::string& path, Module& model, const std::map<std::string, std::string>& metadata = {});
+// `masters` (SGD::masters() in fp16 training) replace the f16 parameters of
+// the same names, so the file holds f32 weights either way.
+void save_model(const std::string& path, Module& model, const std::map<std::string, std::string>& metadata = {},
+                const std::vector<std::pair<std::string, Tensor>>& masters = {});
 // Loads a file written by save_model (or PyTorch's safetensors.torch.save_file
 // of a state_dict): every tensor of the model must be present with its shape
 // and dtype, and the file must hold nothing else. Returns the metadata.

@@ -28,8 +28,8 @@ BatchNorm2d::BatchNorm2d(int64_t channels, double eps_, double momentum_, DType 
   running_mean = Tensor::zeros({channels}, pt);
   running_var = Tensor::full({channels}, 1.0, pt);
   num_batches_tracked = Tensor::zeros(Shape{}, DType::i64);
-  register_parameter("weight", &weight, false);
-  register_parameter("bias", &bias, false);
+  register_parameter("weight", &weight, false, /*keep_f32=*/true);
+  register_parameter("bias", &bias, false, /*keep_f32=*/true);
   register_buffer("running_mean", &running_mean);
   register_buffer("running_var", &running_var);
   register_buffer("num_batches_tracked", &num_batches_tracked, /*host_only=*/true);

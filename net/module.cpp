@@ -9,11 +9,12 @@ void Module::train(bool on) {
   for (auto& [name, child] : children_) child->train(on);
 }
 
-void Module::register_parameter(const std::string& name, Tensor* t, bool decay) {
+void Module::register_parameter(const std::string& name, Tensor* t, bool decay, bool keep_f32) {
   EMBER_CHECK(t && t->defined(), "register_parameter: '", name, "' is undefined");
   t->set_requires_grad(true);
   params_.emplace_back(name, t);
   param_decay_.push_back(decay);
+  param_keep_f32_.push_back(keep_f32);
 }
 
 void Module::register_buffer(const std::string& name, Tensor* t, bool host_only) {
@@ -24,7 +25,7 @@ void Module::register_buffer(const std::string& name, Tensor* t, bool host_only)
 
 void Module::collect_parameters(const std::string& prefix, std::vector<NamedParameter>& out) {
   for (size_t i = 0; i < params_.size(); ++i)
-    out.push_back({prefix + params_[i].first, params_[i].second, param_decay_[i]});
+    out.push_back({prefix + params_[i].first, params_[i].second, param_decay_[i], param_keep_f32_[i]});
   for (auto& [name, child] : children_) child->collect_parameters(prefix + name + ".", out);
 }
 

@@ -18,7 +18,8 @@ namespace ember::net {
 struct NamedParameter {
   std::string name;
   Tensor* tensor;
-  bool decay;  // weight decay applies to this parameter
+  bool decay;             // weight decay applies to this parameter
+  bool keep_f32 = false;  // stays f32 in mixed precision (batch-norm gamma and beta)
 };
 
 struct NamedBuffer {
@@ -57,7 +58,7 @@ class Module {
 
  protected:
   // Registers a member tensor as a parameter (makes it require grad).
-  void register_parameter(const std::string& name, Tensor* t, bool decay);
+  void register_parameter(const std::string& name, Tensor* t, bool decay, bool keep_f32 = false);
   void register_buffer(const std::string& name, Tensor* t, bool host_only = false);
   template <typename M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
@@ -73,7 +74,7 @@ class Module {
 
   bool training_ = true;
   std::vector<std::pair<std::string, Tensor*>> params_;
-  std::vector<bool> param_decay_;
+  std::vector<bool> param_decay_, param_keep_f32_;
   std::vector<std::pair<std::string, Tensor*>> buffers_;
   std::vector<bool> buffer_host_only_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;

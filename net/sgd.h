@@ -5,6 +5,12 @@
 // (conv and fc weights; not batch-norm parameters nor biases, as in
 // "Bag of Tricks" and the DAWNBench ResNet recipes). The momentum buffer
 // starts as the first gradient.
+//
+// Mixed precision (net/mixed_precision.h): for every f16 parameter the
+// optimizer keeps an f32 master copy and an f32 momentum buffer; a step casts
+// the f16 gradient to f32, updates the master and writes the parameter back
+// as f16. step_if_finite() first checks that every gradient is finite (one
+// device sync for all of them) and leaves everything untouched otherwise.
 #pragma once
 #include <string>
 #include <utility>
@@ -22,11 +28,22 @@ struct SgdOptions {
 
 class SGD {
  public:
-  SGD(std::vector<NamedParameter> params, const SgdOptions& options);
+  // masters: f32 master weights of f16 parameters by name (from
+  // net::convert_to_half); an f16 parameter without one gets a cast copy.
+  SGD(std::vector<NamedParameter> params, const SgdOptions& options,
+      std::vector<std::pair<std::string, Tensor>> masters = {});
 
   // Updates every parameter that has a gradient, with learning rate lr.
   // grad_scale multiplies the gradients first (1 / loss scale).
   void step(double lr, double grad_scale = 1.0);
+  // The same, unless some gradient holds an inf or NaN: then nothing changes
+  // and it returns false.
+  bool step_if_finite(double lr, double grad_scale = 1.0);
+  // True when every gradient is finite (sums them in f32 on the device, then
+  // reads one number).
+  bool gradients_finite();
+  // The f32 masters of f16 parameters, by parameter name (empty in f32 training).
+  std::vector<std::pair<std::string, Tensor>> masters() const;
   void zero_grad();  // drops the gradients (set to none)
   int64_t steps() const { return steps_; }
   const SgdOptions& options() const { return options_; }
@@ -40,8 +57,12 @@ class SGD {
  private:
   struct Slot {
     NamedParameter param;
-    Tensor momentum;  // undefined until the first step
+    Tensor momentum;  // undefined until the first step; f32 for f16 parameters
+    Tensor master;    // f16 parameters: the f32 weights the step updates
+    Tensor grad32;    // f16 parameters: this step's gradient in f32
   };
+  // The gradient the update uses: the f32 copy for f16 parameters.
+  Tensor update_gradient(Slot& s);
   std::vector<Slot> slots_;
   SgdOptions options_;
   int64_t steps_ = 0;

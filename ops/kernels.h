@@ -8,9 +8,15 @@
 // EMBER_FOR_EACH_KERNEL to check every kernel on every backend.
 //
 // Conventions for all kernels:
-// - `dt` is the element type of the activations/data pointers (f32 or f64 in
-//   this version; f16 later). Parameters and statistics of batch norm and
-//   the loss are f64 when dt is f64, and f32 otherwise.
+// - `dt` is the element type of the activations/data pointers: f64, f32 or
+//   f16. Parameters and statistics of batch norm and the loss are f64 when
+//   dt is f64, and f32 otherwise (so with f16 data: gamma, beta, running and
+//   saved statistics, ggamma, gbeta, losses, probs and grad_loss are f32).
+// - f16 (mixed precision): storage is IEEE binary16; every kernel computes
+//   and accumulates in f32 (GEMM and convolutions included) and rounds once
+//   when it stores an f16 result. Conv/GEMM weights and their gradients have
+//   the data's dtype. sgd_update with dt f16 updates f16 w/g/buf through f32
+//   arithmetic (the trainer normally keeps f32 masters and calls it with f32).
 // - Tensors are dense and row-major; shapes are given in the comments.
 // - Pointers live on the backend's device; `stream` is a cudaStream_t on
 //   CUDA and ignored on the CPU. Kernels never allocate user-visible memory.

@@ -3,6 +3,8 @@
 //   loss = mean over n of  -sum_c target[n, c] * log softmax(logits[n])[c]
 //   target = (1 - s) * onehot(label) + s / classes
 //   glogits = gloss / N * (softmax(logits) - target)
+// With f16 logits the loss (and the softmax kept for backward) is f32
+// (ops::param_dtype); the gradient reaching the logits is f16.
 #include "ops/op_helpers.h"
 #include "ops/ops.h"
 
@@ -22,15 +24,15 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, double label_sm
   EMBER_CHECK(label_smoothing >= 0.0 && label_smoothing < 1.0, "cross_entropy: label_smoothing must be in [0, 1), got ",
               label_smoothing);
 
-  const DType dt = logits.dtype();
-  Tensor losses = Tensor::empty({N}, dt, logits.device());
-  Tensor probs = Tensor::empty({N, C}, dt, logits.device());
+  const DType dt = logits.dtype(), lt = param_dtype(dt);  // lt: losses, probs, loss
+  Tensor losses = Tensor::empty({N}, lt, logits.device());
+  Tensor probs = Tensor::empty({N, C}, lt, logits.device());
   auto [k, s] = launch_on(logits);
   k.softmax_cross_entropy_forward(dt, logits.raw_data(), labels.data<int64_t>(), losses.raw_data(),
                                   probs.raw_data(), N, C, label_smoothing, s);
-  Tensor loss = Tensor::empty({1}, dt, logits.device());
-  k.sum(dt, losses.raw_data(), loss.raw_data(), N, s);
-  k.axpby(dt, 1.0 / double(N), loss.raw_data(), 0.0, loss.raw_data(), 1, s);
+  Tensor loss = Tensor::empty({1}, lt, logits.device());
+  k.sum(lt, losses.raw_data(), loss.raw_data(), N, s);
+  k.axpby(lt, 1.0 / double(N), loss.raw_data(), 0.0, loss.raw_data(), 1, s);
   if (!should_record({&logits})) return loss;
 
   Tensor ls = labels.detach();

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "engine/autograd.h"
+#include "engine/half.h"
 #include "engine/rng.h"
 
 namespace ember::test {
@@ -33,6 +34,11 @@ InputSpec constant(std::string name, Shape shape, Gen gen, double lo, double hi)
   return s;
 }
 
+InputSpec as_param(InputSpec s) {
+  s.param = true;
+  return s;
+}
+
 InputSpec labels(std::string name, int64_t n, int64_t classes) {
   InputSpec s;
   s.name = std::move(name);
@@ -46,7 +52,7 @@ InputSpec labels(std::string name, int64_t n, int64_t classes) {
 
 std::vector<Backend>& backends() {
   static std::vector<Backend> list = [] {
-    std::vector<Backend> l{Backend{"cpu", Device::cpu(), true, nullptr}};
+    std::vector<Backend> l{Backend{"cpu", Device::cpu(), true, nullptr, true}};
 #if defined(EMBER_CUDA) || defined(EMBER_CUDASIM)
     // The hand-written CUDA kernels (on a GPU, or on the emulator), and the
     // cuDNN/cuBLAS table where this build has it; each compared with the CPU.
@@ -133,7 +139,13 @@ Values generate(const InputSpec& s, uint64_t seed, uint64_t stream) {
   return v;
 }
 
-double round_to(DType dt, double v) { return dt == DType::f32 ? double(float(v)) : v; }
+double round_to(DType dt, double v) {
+  if (dt == DType::f16) return double(half_to_float(float_to_half(float(v))));
+  return dt == DType::f32 ? double(float(v)) : v;
+}
+
+// ops::param_dtype without depending on ops/: f64 stays f64, else f32.
+DType param_of(DType dt) { return dt == DType::f64 ? DType::f64 : DType::f32; }
 
 // The state of checking one case on one backend.
 struct Checker {
@@ -143,7 +155,9 @@ struct Checker {
   std::vector<Values> base;  // generated input values (f64)
   uint64_t seed;
 
-  DType dtype_of_input(size_t i, DType dt) const { return c.inputs[i].dtype.value_or(dt); }
+  DType dtype_of_input(size_t i, DType dt) const {
+    return c.inputs[i].dtype.value_or(c.inputs[i].param ? param_of(dt) : dt);
+  }
 
   std::vector<Values> inputs_as(DType dt) const {
     std::vector<Values> v = base;
@@ -211,10 +225,13 @@ struct Checker {
   };
 
   // Forward with grad mode on, the housekeeping checks, and backward(R).
-  Run run(DType dt, Device dev, const std::string& tag) {
+  // Input values (and R) are rounded to `values_dt` (default dt), so an f32
+  // run can see exactly the values of an f16 one.
+  Run run(DType dt, Device dev, const std::string& tag, std::optional<DType> values_dt = std::nullopt) {
     Run res;
     if (b.select) b.select();
-    const std::vector<Values> vals = inputs_as(dt);
+    const DType vdt = values_dt.value_or(dt);
+    const std::vector<Values> vals = inputs_as(vdt);
     std::vector<Tensor> in = make_tensors(vals, dt, dev, true);
     std::vector<Tensor> out;
     try {
@@ -236,8 +253,9 @@ struct Checker {
       res.out_shapes.push_back(o.shape());
       res.outs.push_back(o.to_double_vector());
     }
-    if (c.check_out_dtype && out[0].dtype() != dt)
-      fail(tag, "output is " + out[0].str() + ", expected dtype " + dtype_name(dt));
+    const DType want = c.out_param_dtype ? param_of(dt) : dt;
+    if (c.check_out_dtype && out[0].dtype() != want)
+      fail(tag, "output is " + out[0].str() + ", expected dtype " + dtype_name(want));
     for (size_t i = 0; i < in.size(); ++i)
       if (in[i].to_double_vector() != vals[i]) fail(tag, "forward modified input " + std::to_string(i) + " '" + c.inputs[i].name + "'");
 
@@ -250,6 +268,8 @@ struct Checker {
         return res;
       }
       res.r = upstream(out[0].numel());
+      if (vdt == DType::f16)
+        for (auto& v : res.r) v = round_to(DType::f16, v);
       try {
         out[0].backward(Tensor::from_vector(res.r, out[0].shape(), out[0].dtype(), out[0].device()));
       } catch (const std::exception& e) {
@@ -394,10 +414,13 @@ struct Checker {
     }
   }
 
-  void compare_outputs(const std::string& tag, const Run& got, const Run& exp, double rtol, double atol) {
+  void compare_outputs(const std::string& tag, const Run& got, const Run& exp, double rtol, double atol,
+                       const char* exp_name = "cpu", const char* got_name = "this backend") {
+    if (got.outs.size() != exp.outs.size())
+      fail(tag, std::to_string(got.outs.size()) + " outputs, expected " + std::to_string(exp.outs.size()));
     for (size_t k = 0; k < std::min(got.outs.size(), exp.outs.size()); ++k)
       compare(tag, "output " + std::to_string(k), got.out_shapes[k], got.outs[k], exp.outs[k], rtol,
-              atol * std::max(1.0, max_abs(exp.outs[k])), "cpu", "this backend");
+              atol * std::max(1.0, max_abs(exp.outs[k])), exp_name, got_name);
   }
 };
 
@@ -439,6 +462,16 @@ Report check_op(const OpCase& c, const Backend& backend) {
     if (!backend.has_f64) r64 = c64;  // (c) below then compares against the CPU's f64 gradients
   }
   if (r32.ok && r64.ok) ck.compare_grads("f32 vs f64", r32, r64, t.f32_rtol, t.f32_atol, "f64 autograd", "f32 autograd");
+
+  // (d) f16 against f32 on the same f16-representable inputs.
+  if (backend.has_f16) {
+    Checker::Run r16 = ck.run(DType::f16, dev, "f16");
+    Checker::Run r32h = ck.run(DType::f32, dev, "f32 on f16 values", DType::f16);
+    if (r16.ok && r32h.ok) {
+      ck.compare_outputs("f16 vs f32", r16, r32h, t.f16_rtol, t.f16_atol, "f32", "f16");
+      ck.compare_grads("f16 vs f32", r16, r32h, t.f16_rtol, t.f16_atol, "f32 autograd", "f16 autograd");
+    }
+  }
   return report;
 }
 

@@ -10,6 +10,9 @@
 //   (b) the f64 autograd gradients of L = sum(out[0] * R), R fixed random,
 //       against central finite differences of L through the ember forward;
 //   (c) the f32 autograd gradients against the f64 ones;
+//   (d) on backends with f16: the forward and the gradients in f16 against
+//       f32 on the same (f16-representable) input values, within the f16
+//       tolerance (mixed precision: f16 storage, f32 arithmetic);
 // plus housekeeping: output shapes, inputs left unmodified by the forward,
 // gradients' shapes/dtypes/devices, nothing recorded under NoGradGuard.
 // On a non-CPU backend it also compares outputs and gradients with the CPU.
@@ -44,12 +47,15 @@ struct InputSpec {
   bool differentiable = true;
   std::optional<DType> dtype;  // a fixed dtype (labels: i64); default: the float dtype under test
   int64_t classes = 0;         // Gen::labels
+  bool param = false;          // stored in ops::param_dtype(dt): f32 under f16 (batch-norm parameters)
 };
 
 // A differentiable float input.
 InputSpec input(std::string name, Shape shape, Gen gen = Gen::uniform, double lo = -1.0, double hi = 1.0);
 // A float input that is not differentiated (batch-norm running statistics).
 InputSpec constant(std::string name, Shape shape, Gen gen = Gen::uniform, double lo = -1.0, double hi = 1.0);
+// The same input stored in the parameter type (f32 when the data is f16).
+InputSpec as_param(InputSpec s);
 // i64 class labels in [0, classes), not differentiable.
 InputSpec labels(std::string name, int64_t n, int64_t classes);
 
@@ -64,6 +70,7 @@ struct Tolerance {
   double f64_rtol = 1e-10, f64_atol = 1e-12;  // forward in f64 vs reference
   double f32_rtol = 1e-4, f32_atol = 1e-5;    // forward in f32 vs reference; f32 vs f64 gradients
   double fd_rtol = 1e-6, fd_atol = 1e-8;      // f64 autograd vs finite differences
+  double f16_rtol = 1e-2, f16_atol = 1e-2;    // f16 vs f32 on the same inputs (forward and gradients)
   // Absolute tolerances are scaled by max(1, largest magnitude of the
   // expected tensor); fd_atol by max(1, sum |out[0] * R|), the size of L.
 };
@@ -82,6 +89,7 @@ struct OpCase {
   double fd_eps = 1e-6;
   int64_t max_fd_elements = 0;  // per input, 0 = every element; otherwise a fixed random subset
   bool check_out_dtype = true;  // outputs[0] must have the dtype under test (off for casts)
+  bool out_param_dtype = false;  // ... or rather ops::param_dtype of it (losses: f32 for f16 logits)
 };
 
 // A backend the ops run on: the CPU, and in CUDA builds the hand-written CUDA
@@ -92,6 +100,7 @@ struct Backend {
   Device device;
   bool has_f64 = true;           // kernels accept f64 (needed for finite differences)
   std::function<void()> select;  // optional: called before each run (e.g. to install a kernel table)
+  bool has_f16 = false;          // kernels accept f16: run the f16 axis (d)
 };
 std::vector<Backend>& backends();
 

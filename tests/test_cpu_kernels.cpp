@@ -612,8 +612,11 @@ TEST_CASE("cpu batch_norm_forward_train keeps the variance of values with a larg
 
 TEST_CASE("cpu float kernels reject non-float dtypes") {
   std::vector<uint16_t> h(8);
-  CHECK_THROWS_AS(K().relu_forward(DType::f16, h.data(), h.data(), 8, nullptr), ember::Error);
+  CHECK_NOTHROW(K().relu_forward(DType::f16, h.data(), h.data(), 8, nullptr));  // f16 is supported (test_f16.cpp)
+  CHECK_THROWS_AS(K().relu_forward(DType::i64, h.data(), h.data(), 2, nullptr), ember::Error);
   CHECK_THROWS_AS(K().sum(DType::i32, h.data(), h.data(), 2, nullptr), ember::Error);
+  CHECK_THROWS_WITH_AS(K().gemm(DType::u8, false, false, 1, 1, 1, 1.0, h.data(), 1, h.data(), 1, 0.0, h.data(), 1, nullptr),
+                       "cpu gemm: unsupported dtype u8", ember::Error);
 }
 
 TEST_CASE_TEMPLATE("cpu softmax_cross_entropy_forward rejects a label outside [0, classes)", T, float, double) {

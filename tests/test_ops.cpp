@@ -442,9 +442,11 @@ TEST_CASE("ops: batch_norm2d through the harness") {
     {
       OpCase c;
       c.name = "batch_norm2d_train_" + xs.str();
-      c.inputs = {test::input("x", xs, Gen::uniform, -2, 3), test::input("gamma", {C}, Gen::uniform, 0.5, 1.5),
-                  test::input("beta", {C}), test::constant("running_mean", {C}, Gen::uniform, -0.5, 0.5),
-                  test::constant("running_var", {C}, Gen::uniform, 0.5, 1.5)};
+      c.inputs = {test::input("x", xs, Gen::uniform, -2, 3),
+                  test::as_param(test::input("gamma", {C}, Gen::uniform, 0.5, 1.5)),
+                  test::as_param(test::input("beta", {C})),
+                  test::as_param(test::constant("running_mean", {C}, Gen::uniform, -0.5, 0.5)),
+                  test::as_param(test::constant("running_var", {C}, Gen::uniform, 0.5, 1.5))};
       // Copies of the running statistics: every finite-difference evaluation
       // starts from the same ones, and the updated copies are outputs 1 and 2.
       c.forward = [momentum, eps](const Ins& in) {
@@ -460,9 +462,11 @@ TEST_CASE("ops: batch_norm2d through the harness") {
     {
       OpCase c;
       c.name = "batch_norm2d_eval_" + xs.str();
-      c.inputs = {test::input("x", xs, Gen::uniform, -2, 3), test::input("gamma", {C}, Gen::uniform, 0.5, 1.5),
-                  test::input("beta", {C}), test::constant("running_mean", {C}, Gen::uniform, -0.5, 0.5),
-                  test::constant("running_var", {C}, Gen::uniform, 0.5, 1.5)};
+      c.inputs = {test::input("x", xs, Gen::uniform, -2, 3),
+                  test::as_param(test::input("gamma", {C}, Gen::uniform, 0.5, 1.5)),
+                  test::as_param(test::input("beta", {C})),
+                  test::as_param(test::constant("running_mean", {C}, Gen::uniform, -0.5, 0.5)),
+                  test::as_param(test::constant("running_var", {C}, Gen::uniform, 0.5, 1.5))};
       c.forward = [momentum, eps](const Ins& in) {
         Tensor rm = in[3], rv = in[4];  // eval must not touch them (the harness checks inputs are unchanged)
         return Outs{ops::batch_norm2d(in[0], in[1], in[2], rm, rv, false, momentum, eps)};
@@ -477,9 +481,10 @@ TEST_CASE("ops: batch_norm2d through the harness") {
     OpCase c;  // a larger plane, momentum 0.3, eps 1e-3
     c.name = "batch_norm2d_train_momentum0.3";
     const Shape xs{2, 6, 9, 11};
-    c.inputs = {test::input("x", xs, Gen::uniform, -1, 4), test::input("gamma", {6}, Gen::uniform, -1.5, 1.5),
-                test::input("beta", {6}), test::constant("running_mean", {6}),
-                test::constant("running_var", {6}, Gen::uniform, 0.5, 2)};
+    c.inputs = {test::input("x", xs, Gen::uniform, -1, 4),
+                test::as_param(test::input("gamma", {6}, Gen::uniform, -1.5, 1.5)), test::as_param(test::input("beta", {6})),
+                test::as_param(test::constant("running_mean", {6})),
+                test::as_param(test::constant("running_var", {6}, Gen::uniform, 0.5, 2))};
     c.forward = [](const Ins& in) {
       Tensor rm = in[3].clone(), rv = in[4].clone();
       return Outs{ops::batch_norm2d(in[0], in[1], in[2], rm, rv, true, 0.3, 1e-3), rm, rv};
@@ -623,6 +628,7 @@ TEST_CASE("ops: cross_entropy through the harness") {
     c.forward = [e](const Ins& in) { return Outs{ops::cross_entropy(in[0], in[1], e.smoothing)}; };
     c.reference = [e](const InVals& v) { return Refs{ref_cross_entropy(v[0], e.N, e.C, v[1], e.smoothing)}; };
     if (e.C > 100) c.max_fd_elements = 60;
+    c.out_param_dtype = true;  // f16 logits give an f32 loss
     cases.push_back(c);
   }
   run_cases(cases);
@@ -635,14 +641,19 @@ TEST_CASE("ops: a small residual network end to end through the harness") {
   //   -> adaptive avg 1x1 -> flatten -> linear(+b) -> cross_entropy(smoothing 0.1)
   OpCase c;
   c.name = "tiny_resnet";
+  c.out_param_dtype = true;
+  // In f16, values of a max-pool window that differ in f32 can round to a
+  // tie (first one wins), routing some gradient elsewhere: looser f16 bounds.
+  c.tol.f16_rtol = 5e-2;
+  c.tol.f16_atol = 5e-2;
   const Shape xs{2, 3, 8, 8}, w1s{4, 3, 3, 3}, w2s{4, 4, 3, 3}, fcs{3, 4};
   c.inputs = {test::input("x", xs),
               test::input("w1", w1s, Gen::uniform, -0.5, 0.5),
               test::input("b1", {4}),
-              test::input("gamma", {4}, Gen::uniform, 0.5, 1.5),
-              test::input("beta", {4}),
-              test::constant("running_mean", {4}),
-              test::constant("running_var", {4}, Gen::uniform, 0.5, 1.5),
+              test::as_param(test::input("gamma", {4}, Gen::uniform, 0.5, 1.5)),
+              test::as_param(test::input("beta", {4})),
+              test::as_param(test::constant("running_mean", {4})),
+              test::as_param(test::constant("running_var", {4}, Gen::uniform, 0.5, 1.5)),
               test::input("w2", w2s, Gen::uniform, -0.5, 0.5),
               test::input("fc_w", fcs),
               test::input("fc_b", {3}),
@@ -723,6 +734,23 @@ TEST_CASE("harness: catches a gradient off by one part in 10^4") {
       test::backends()[0]);
   CHECK_FALSE(r.ok());
   CHECK(any_contains(r, "(finite difference)"));
+}
+
+TEST_CASE("harness: catches a wrong f16 gradient or forward when f32 is right") {
+  REQUIRE(test::backends()[0].has_f16);
+  const test::Report r = test::check_op(identity_with_backward("bad_f16", [](const Tensor& gy) {
+                                          return Outs{ops::scale(gy, gy.dtype() == DType::f16 ? 1.05 : 1.0)};
+                                        }),
+                                        test::backends()[0]);
+  CHECK_FALSE(r.ok());
+  CHECK(any_contains(r, "[cpu f16 vs f32] bad_f16: gradient of input 0", "(f32 autograd), got"));
+  CHECK_FALSE(any_contains(r, "f32 vs f64"));
+  OpCase c = identity_with_backward("bad_f16_forward", [](const Tensor& gy) { return Outs{gy}; });
+  c.forward = [](const Ins& in) { return Outs{ops::scale(in[0], in[0].dtype() == DType::f16 ? 1.05 : 1.0)}; };
+  const test::Report r2 = test::check_op(c, test::backends()[0]);
+  CHECK_FALSE(r2.ok());
+  CHECK(any_contains(r2, "[cpu f16 vs f32] bad_f16_forward: output 0", "(f32), got"));
+  CHECK_FALSE(any_contains(r2, "[cpu f32]"));
 }
 
 TEST_CASE("harness: catches a wrong f32 gradient when f64 is right") {
@@ -870,8 +898,8 @@ TEST_CASE("ops: errors name the op and the problem") {
   expect_error([&] { ops::add(a, b); }, "add: shapes differ: [2, 3] and [3, 2]");
   expect_error([&] { ops::add(a, Tensor::zeros({2, 3}, DType::f64)); }, "add: b is f64 but the input is f32");
   expect_error([&] { ops::add(Tensor(), a); }, "add: a is undefined");
-  expect_error([&] { ops::relu(Tensor::zeros({2}, DType::i64)); }, "relu: input must be f32 or f64");
-  expect_error([&] { ops::sum(Tensor::zeros({2}, DType::u8)); }, "sum: input must be f32 or f64");
+  expect_error([&] { ops::relu(Tensor::zeros({2}, DType::i64)); }, "relu: input must be f32, f64 or f16, got");
+  expect_error([&] { ops::sum(Tensor::zeros({2}, DType::u8)); }, "sum: input must be f32, f64 or f16, got");
   expect_error([&] { ops::cast(Tensor::zeros({2}, DType::i32), DType::f32); }, "cast: only between floating types");
   expect_error([&] { ops::reshape(a, {4, 2}); }, "reshape: cannot reshape [2, 3] to [4, 2]");
   expect_error([&] { ops::flatten(a, 5); }, "flatten: start_dim 5 out of range");

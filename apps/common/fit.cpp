@@ -84,7 +84,28 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
   EMBER_CHECK(steps_per_epoch > 0, "the training set gives no batch (", train.samples_per_epoch(),
               " samples per epoch, batch size ", train.batch_size(), ")");
 
-  net::SGD opt(model.named_parameters(), o.sgd);
+  EMBER_CHECK(o.precision == DType::f32 || o.precision == DType::f16, "--precision: fp32 or fp16, got ",
+              dtype_name(o.precision));
+  const bool mixed = o.precision == DType::f16;
+  net::SGD opt(model.named_parameters(), o.sgd, mixed ? net::convert_to_half(model) : net::Masters{});
+  net::LossScaler scaler(o.loss_scaler);
+  // However fit ends, the caller gets its model back in f32 (the masters).
+  struct RestoreF32 {
+    net::Module& model;
+    net::SGD& opt;
+    bool on;
+    ~RestoreF32() {
+      if (!on) return;
+      try {
+        net::restore_f32(model, opt.masters());
+      } catch (const std::exception& e) {  // cannot happen (same names and shapes); never throw from here
+        std::fprintf(stderr, "fit: could not restore the f32 weights: %s\n", e.what());
+      }
+    }
+  } restore{model, opt, mixed};
+  if (mixed)
+    std::fprintf(o.log, "Mixed precision: f16 weights and activations, f32 masters; loss scale %g (%s)\n",
+                 scaler.scale(), scaler.dynamic() ? "dynamic" : "fixed");
   net::LrScheduleOptions so = o.schedule;
   so.base_lr = o.lr;
   so.steps_per_epoch = steps_per_epoch;
@@ -125,20 +146,28 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
     while (train.next(b)) {
       const Tensor x = b.images.to(o.device), y = b.labels.to(o.device);
       const Tensor logits = model(x);
-      const Tensor loss = ops::cross_entropy(logits, y, o.label_smoothing);
+      const Tensor loss = ops::cross_entropy(logits, y, o.label_smoothing);  // f32 in both precisions
       opt.zero_grad();
-      loss.backward();
       const double lr = schedule.lr_at(global_step);
-      opt.step(lr);
+      if (mixed) {
+        const double s = scaler.scale();
+        ops::scale(loss, s).backward();
+        // An inf/NaN gradient (the scale was too high, or f16 overflowed
+        // forward) skips the step; the scaler halves the scale.
+        scaler.update(opt.step_if_finite(lr, 1.0 / s));
+      } else {
+        loss.backward();
+        opt.step(lr);
+      }
       ++global_step;
 
       const double loss_value = loss.item();
-      EMBER_CHECK(std::isfinite(loss_value), "training diverged at Epoch[", epoch, "] Batch [", batch_index,
+      EMBER_CHECK(mixed || std::isfinite(loss_value), "training diverged at Epoch[", epoch, "] Batch [", batch_index,
                   "]: loss is ", loss_value, " (lr ", lr, "); try a lower --lr or more --warmup-epochs");
       const int64_t correct = count_correct(logits, b.labels);
       interval.samples += b.size;
       interval.correct += correct;
-      interval.loss_sum += loss_value * double(b.size);
+      if (std::isfinite(loss_value)) interval.loss_sum += loss_value * double(b.size);
       ++interval.batches;
       epoch_samples += b.size;
       epoch_correct += correct;
@@ -147,10 +176,11 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
         const double dt = seconds_since(interval.start);
         std::fprintf(o.log,
                      "Epoch[%d] Batch [%lld-%lld]\tSpeed: %.2f samples/sec\taccuracy=%.6f\tcross-entropy=%.6f\t"
-                     "lr=%.6g\n",
+                     "lr=%.6g%s\n",
                      epoch, (long long)(batch_index - interval.batches), (long long)batch_index,
                      double(interval.samples) / dt, double(interval.correct) / double(interval.samples),
-                     interval.loss_sum / double(interval.samples), lr);
+                     interval.loss_sum / double(interval.samples), lr,
+                     mixed ? cat("\tloss-scale=", scaler.scale(), "\tskipped=", scaler.skipped_steps()).c_str() : "");
         std::fflush(o.log);
         interval.reset();
       }
@@ -158,6 +188,9 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
     result.train_accuracy = double(epoch_correct) / double(std::max<int64_t>(1, epoch_samples));
     std::fprintf(o.log, "Epoch[%d] Train-accuracy=%.6f\n", epoch, result.train_accuracy);
     std::fprintf(o.log, "Epoch[%d] Time cost=%.3f\n", epoch, seconds_since(epoch_start));
+    if (mixed)
+      std::fprintf(o.log, "Epoch[%d] Loss-scale=%g Skipped-steps=%lld\n", epoch, scaler.scale(),
+                   (long long)scaler.skipped_steps());
     if (val) {
       result.validation_accuracy = evaluate(model, *val, o.device);
       std::fprintf(o.log, "Epoch[%d] Validation-accuracy=%.6f\n", epoch, result.validation_accuracy);
@@ -167,7 +200,8 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
       meta["epoch"] = std::to_string(epoch + 1);
       if (val) meta["validation_accuracy"] = std::to_string(result.validation_accuracy);
       const std::string path = net::checkpoint_path(o.model_prefix, epoch + 1);
-      net::save_model(path, model, meta);
+      if (mixed) meta["precision"] = "fp16 (f32 master weights saved)";
+      net::save_model(path, model, meta, opt.masters());
       net::save_optimizer(net::optimizer_state_path(o.model_prefix, epoch + 1), opt);
       std::fprintf(o.log, "Saved checkpoint to \"%s\"\n", path.c_str());
     }
@@ -175,6 +209,8 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
   }
   result.seconds = seconds_since(fit_start);
   result.steps = global_step;
+  result.skipped_steps = mixed ? scaler.skipped_steps() : 0;
+  result.loss_scale = mixed ? scaler.scale() : 1.0;
   return result;
 }
 
@@ -188,13 +224,20 @@ double benchmark(net::Module& model, const BenchmarkOptions& o) {
   for (int64_t i = 0; i < o.batch_size; ++i) labels.data<int64_t>()[i] = int64_t(rng.below(uint64_t(o.num_classes)));
   const Tensor x = images.to(o.device), y = labels.to(o.device);
 
-  net::SGD opt(model.named_parameters(), o.sgd);
+  const bool mixed = o.precision == DType::f16;
+  net::SGD opt(model.named_parameters(), o.sgd, mixed ? net::convert_to_half(model) : net::Masters{});
+  net::LossScaler scaler;
   model.train();
   auto step = [&] {
     const Tensor loss = ops::cross_entropy(model(x), y);
     opt.zero_grad();
-    loss.backward();
-    opt.step(o.lr);
+    if (mixed) {
+      ops::scale(loss, scaler.scale()).backward();
+      scaler.update(opt.step_if_finite(o.lr, 1.0 / scaler.scale()));
+    } else {
+      loss.backward();
+      opt.step(o.lr);
+    }
     (void)loss.item();  // wait for the step to finish (a device sync on GPUs)
   };
   for (int i = 0; i < o.warmup_batches; ++i) step();

@@ -18,6 +18,7 @@
 #include "apps/common/batch_source.h"
 #include "data/batch_iterator.h"
 #include "net/lr_schedule.h"
+#include "net/mixed_precision.h"
 #include "net/module.h"
 #include "net/sgd.h"
 
@@ -36,12 +37,18 @@ struct FitOptions {
   Device device = Device::cpu();
   std::vector<std::pair<std::string, std::string>> checkpoint_metadata;
   std::FILE* log = stdout;
+  // f32, or f16: mixed precision (net/mixed_precision.h). fit converts the
+  // model to f16 at the start and back to f32 (the masters) at the end.
+  DType precision = DType::f32;
+  net::LossScalerOptions loss_scaler;  // f16 only
 };
 
 struct FitResult {
   double train_accuracy = 0, validation_accuracy = -1;  // of the last epoch (-1: no validation set)
   double seconds = 0;                                   // wall time of the whole fit
-  int64_t steps = 0;
+  int64_t steps = 0;                                    // optimizer steps taken or skipped
+  int64_t skipped_steps = 0;                            // f16: steps skipped for inf/NaN gradients
+  double loss_scale = 1.0;                              // f16: the loss scale at the end
 };
 
 // Classification accuracy of model (eval mode, no grad) over one epoch of a
@@ -67,6 +74,7 @@ struct BenchmarkOptions {
   Device device = Device::cpu();
   uint64_t seed = 0;
   std::FILE* log = stdout;
+  DType precision = DType::f32;  // f16: the mixed-precision step (scaled loss, finite check, masters)
 };
 // Median training img/s over the timed intervals of disp_batches steps.
 double benchmark(net::Module& model, const BenchmarkOptions& options);

@@ -31,8 +31,12 @@ namespace ember::cuda {
 cudnnHandle_t cudnn_handle(cudaStream_t stream);
 cublasHandle_t cublas_handle(cudaStream_t stream);
 
-// f32 or f64 (the types both libraries take here); errors otherwise.
+// The tensor type of dt: f32, f64 or f16 (CUDNN_DATA_HALF); errors otherwise.
 cudnnDataType_t cudnn_type(DType dt, const char* kernel);
+// The compute (accumulation) type for dt: double for f64, float for f32 and
+// f16 (mixed precision: f16 tensors, f32 arithmetic; cuDNN's "pseudo-half"
+// configuration). alpha/beta scalars are double for f64, float otherwise.
+cudnnDataType_t cudnn_compute_type(DType dt);
 
 class TensorDesc {
  public:

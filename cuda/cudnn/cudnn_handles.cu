@@ -33,7 +33,10 @@ cublasHandle_t cublas_handle(cudaStream_t stream) {
 cudnnDataType_t cudnn_type(DType dt, const char* kernel) {
   if (dt == DType::f32) return CUDNN_DATA_FLOAT;
   if (dt == DType::f64) return CUDNN_DATA_DOUBLE;
+  if (dt == DType::f16) return CUDNN_DATA_HALF;
   fail(cat("cudnn ", kernel, ": unsupported dtype ", dtype_name(dt)));
 }
+
+cudnnDataType_t cudnn_compute_type(DType dt) { return dt == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT; }
 
 }  // namespace ember::cuda

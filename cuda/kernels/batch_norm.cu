@@ -1,6 +1,9 @@
 // cuda/kernels/batch_norm.cu — the four batch-norm kernels (training and
-// inference forward, and their gradients), f32 and f64; parameters and
-// statistics have the activation type (ops/kernels.h).
+// inference forward, and their gradients), f32, f64 and f16; parameters and
+// statistics have the activation type, except with f16 activations, where
+// they are f32 (ops/kernels.h). Kernels are templated on the activation
+// storage type T; parameters, statistics, coefficients and the arithmetic
+// are P = compute_t<T> (T itself for f32/f64, float for f16).
 //
 // Layout x: [N, C, HW]; channel c holds M = N*HW values. Every reduction is
 // deterministic and free of atomics, in two passes:
@@ -48,25 +51,25 @@ constexpr int64_t kTargetBlocks = 264;     // split channels until about this ma
 //   kGrad = false:  pa = sum (x - shift), pb = sum (x - shift)^2, shift = x[0, c, 0]
 //   kGrad = true:   pa = sum gy,  pb = sum gy * (x - mean[c])  (x - mean in T)
 //   x, gy: [N, C, HW]   mean: [C]   pa, pb: [C, G]
-template <typename T, bool kGrad>
-__global__ void partial_sums_kernel(const T* x, const T* gy, const T* mean, int64_t N, int64_t C, int64_t HW,
+template <typename T, bool kGrad, typename P = compute_t<T>>
+__global__ void partial_sums_kernel(const T* x, const T* gy, const P* mean, int64_t N, int64_t C, int64_t HW,
                                     int64_t chunk, double* pa, double* pb) {
   const int64_t c = blockIdx.x, g = blockIdx.y, G = gridDim.y, M = N * HW;
   const int64_t begin = g * chunk, end = std::min(M, begin + chunk);
-  T center = T(0);  // the shift the sums are taken around
+  P center = P(0);  // the shift the sums are taken around
   if constexpr (kGrad)
     center = mean[c];
   else if (M > 0)
-    center = x[c * HW];
+    center = to_compute(x[c * HW]);
   double a = 0.0, b = 0.0;
   for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
     const int64_t at = ((j / HW) * C + c) * HW + j % HW;
     if constexpr (kGrad) {
-      const double gv = double(gy[at]);
+      const double gv = double(to_compute(gy[at]));
       a += gv;
-      b += gv * double(x[at] - center);
+      b += gv * double(to_compute(x[at]) - center);
     } else {
-      const double d = double(x[at]) - double(center);
+      const double d = double(to_compute(x[at])) - double(center);
       a += d;
       b += d * d;
     }
@@ -82,11 +85,11 @@ __global__ void partial_sums_kernel(const T* x, const T* gy, const T* mean, int6
 // Training forward, one thread per channel: statistics from the partials,
 // save_mean/save_invstd, the running averages, and coef = [mean | gamma*invstd | beta].
 //   pa, pb: [C, G]   coef: [3, C]
-template <typename T>
+template <typename T, typename P = compute_t<T>>
 __global__ void forward_finalize_kernel(const T* x, const double* pa, const double* pb, int64_t G, int64_t N,
-                                        int64_t C, int64_t HW, const T* gamma, const T* beta, T* save_mean,
-                                        T* save_invstd, T* running_mean, T* running_var, double momentum, double eps,
-                                        T* coef) {
+                                        int64_t C, int64_t HW, const P* gamma, const P* beta, P* save_mean,
+                                        P* save_invstd, P* running_mean, P* running_var, double momentum, double eps,
+                                        P* coef) {
   for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < C; c += int64_t(gridDim.x) * blockDim.x) {
     const int64_t M = N * HW;
     double s = 0.0, ss = 0.0;
@@ -94,18 +97,18 @@ __global__ void forward_finalize_kernel(const T* x, const double* pa, const doub
       s += pa[c * G + g];
       ss += pb[c * G + g];
     }
-    const double shift = M > 0 ? double(x[c * HW]) : 0.0;
+    const double shift = M > 0 ? double(to_compute(x[c * HW])) : 0.0;
     const double dmean = M > 0 ? s / double(M) : 0.0;
     const double mean = shift + dmean;
     const double var = M > 0 ? std::max(0.0, ss / double(M) - dmean * dmean) : 0.0;
     const double invstd = 1.0 / ::sqrt(var + eps);
-    save_mean[c] = T(mean);
-    save_invstd[c] = T(invstd);
+    save_mean[c] = P(mean);
+    save_invstd[c] = P(invstd);
     const double var_unbiased = M > 1 ? var * double(M) / double(M - 1) : var;
-    running_mean[c] = T((1.0 - momentum) * double(running_mean[c]) + momentum * mean);
-    running_var[c] = T((1.0 - momentum) * double(running_var[c]) + momentum * var_unbiased);
-    coef[c] = T(mean);
-    coef[C + c] = T(double(gamma[c]) * invstd);
+    running_mean[c] = P((1.0 - momentum) * double(running_mean[c]) + momentum * mean);
+    running_var[c] = P((1.0 - momentum) * double(running_var[c]) + momentum * var_unbiased);
+    coef[c] = P(mean);
+    coef[C + c] = P(double(gamma[c]) * invstd);
     coef[2 * C + c] = beta[c];
   }
 }
@@ -122,11 +125,11 @@ __global__ void eval_coef_kernel(const T* gamma, const T* beta, const T* running
 }
 
 // y = (x - coef[0, c]) * coef[1, c] + coef[2, c]        x, y: [N, C, HW]  coef: [3, C]
-template <typename T>
-__global__ void forward_apply_kernel(const T* x, T* y, const T* coef, int64_t total, int64_t C, int64_t HW) {
+template <typename T, typename P = compute_t<T>>
+__global__ void forward_apply_kernel(const T* x, T* y, const P* coef, int64_t total, int64_t C, int64_t HW) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t c = (i / HW) % C;
-    y[i] = (x[i] - coef[c]) * coef[C + c] + coef[2 * C + c];
+    y[i] = to_storage<T>((to_compute(x[i]) - coef[c]) * coef[C + c] + coef[2 * C + c]);
   }
 }
 
@@ -135,7 +138,7 @@ __global__ void forward_apply_kernel(const T* x, T* y, const T* coef, int64_t to
 // (`stat`) and the statistics' gradient terms B, D; else invstd =
 // 1 / sqrt(running_var[c] + eps) (`stat` = running_var) and B = D = 0.
 //   pa, pb: [C, G]   coef: [4, C]
-template <typename T, bool kTrain>
+template <typename T, bool kTrain>  // T: the parameter type here (compute_t of the activations)
 __global__ void backward_finalize_kernel(const double* pa, const double* pb, int64_t G, int64_t M, int64_t C,
                                          const T* gamma, const T* mean, const T* stat, double eps, T* ggamma,
                                          T* gbeta, T* coef) {
@@ -160,15 +163,16 @@ __global__ void backward_finalize_kernel(const double* pa, const double* pb, int
 
 // kTrain: gx = A*gy + (B*(x - mean) + D); else gx = A*gy.
 //   x, gy, gx: [N, C, HW]   coef: [4, C]
-template <typename T, bool kTrain>
-__global__ void backward_apply_kernel(const T* x, const T* gy, T* gx, const T* coef, int64_t total, int64_t C,
+template <typename T, bool kTrain, typename P = compute_t<T>>
+__global__ void backward_apply_kernel(const T* x, const T* gy, T* gx, const P* coef, int64_t total, int64_t C,
                                       int64_t HW) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t c = (i / HW) % C;
     if (kTrain)
-      gx[i] = coef[C + c] * gy[i] + (coef[2 * C + c] * (x[i] - coef[c]) + coef[3 * C + c]);
+      gx[i] = to_storage<T>(coef[C + c] * to_compute(gy[i]) +
+                            (coef[2 * C + c] * (to_compute(x[i]) - coef[c]) + coef[3 * C + c]));
     else
-      gx[i] = coef[C + c] * gy[i];
+      gx[i] = to_storage<T>(coef[C + c] * to_compute(gy[i]));
   }
 }
 
@@ -187,7 +191,7 @@ Split split_channels(int64_t C, int64_t M) {
 
 // Partial sums of every channel into `part` ([2, C, G] doubles).
 template <typename T, bool kGrad>
-void partial_sums(const T* x, const T* gy, const T* mean, int64_t N, int64_t C, int64_t HW, const Split& sp,
+void partial_sums(const T* x, const T* gy, const compute_t<T>* mean, int64_t N, int64_t C, int64_t HW, const Split& sp,
                   double* part, cudaStream_t stream) {
   EMBER_CHECK(C <= 0x7fffffff, "cuda batch norm: too many channels (", C, ")");
   launch(partial_sums_kernel<T, kGrad>, dim3(unsigned(C), unsigned(sp.G)), dim3(kSumThreads), 0, stream, x, gy, mean,
@@ -199,72 +203,75 @@ void partial_sums(const T* x, const T* gy, const T* mean, int64_t N, int64_t C, 
 void batch_norm_forward_train(DType dt, const void* x, const void* gamma, const void* beta, void* y,
                               void* save_mean, void* save_invstd, void* running_mean, void* running_var, int64_t N,
                               int64_t C, int64_t HW, double momentum, double eps, Stream stream) {
-  dispatch_float(dt, "batch_norm_forward_train", [&](auto zero) {
+  dispatch_float_half(dt, "batch_norm_forward_train", [&](auto zero) {
     using T = decltype(zero);
+    using P = compute_t<T>;
     if (C <= 0) return;
     const cudaStream_t s = as_cuda_stream(stream);
     const T* px = static_cast<const T*>(x);
     const Split sp = split_channels(C, N * HW);
     DeviceBuffer part(size_t(2 * C * sp.G) * sizeof(double));
-    DeviceBuffer coef(size_t(3 * C) * sizeof(T));
+    DeviceBuffer coef(size_t(3 * C) * sizeof(P));
     partial_sums<T, false>(px, nullptr, nullptr, N, C, HW, sp, part.as<double>(), s);
     launch(forward_finalize_kernel<T>, dim3(blocks_for(C, kChannelThreads)), dim3(kChannelThreads), 0, s, px,
-           part.as<double>(), part.as<double>() + C * sp.G, sp.G, N, C, HW, static_cast<const T*>(gamma),
-           static_cast<const T*>(beta), static_cast<T*>(save_mean), static_cast<T*>(save_invstd),
-           static_cast<T*>(running_mean), static_cast<T*>(running_var), momentum, eps, coef.as<T>());
+           part.as<double>(), part.as<double>() + C * sp.G, sp.G, N, C, HW, static_cast<const P*>(gamma),
+           static_cast<const P*>(beta), static_cast<P*>(save_mean), static_cast<P*>(save_invstd),
+           static_cast<P*>(running_mean), static_cast<P*>(running_var), momentum, eps, coef.as<P>());
     const int64_t total = N * C * HW;
     if (total > 0)
       launch(forward_apply_kernel<T>, dim3(blocks_for(total, kApplyThreads)), dim3(kApplyThreads), 0, s, px,
-             static_cast<T*>(y), coef.as<T>(), total, C, HW);
+             static_cast<T*>(y), coef.as<const P>(), total, C, HW);
   });
 }
 
 void batch_norm_forward_eval(DType dt, const void* x, const void* gamma, const void* beta,
                              const void* running_mean, const void* running_var, void* y, int64_t N, int64_t C,
                              int64_t HW, double eps, Stream stream) {
-  dispatch_float(dt, "batch_norm_forward_eval", [&](auto zero) {
+  dispatch_float_half(dt, "batch_norm_forward_eval", [&](auto zero) {
     using T = decltype(zero);
+    using P = compute_t<T>;
     const int64_t total = N * C * HW;
     if (total <= 0) return;
     const cudaStream_t s = as_cuda_stream(stream);
-    DeviceBuffer coef(size_t(3 * C) * sizeof(T));
-    launch(eval_coef_kernel<T>, dim3(blocks_for(C, kChannelThreads)), dim3(kChannelThreads), 0, s,
-           static_cast<const T*>(gamma), static_cast<const T*>(beta), static_cast<const T*>(running_mean),
-           static_cast<const T*>(running_var), C, eps, coef.as<T>());
+    DeviceBuffer coef(size_t(3 * C) * sizeof(P));
+    launch(eval_coef_kernel<P>, dim3(blocks_for(C, kChannelThreads)), dim3(kChannelThreads), 0, s,
+           static_cast<const P*>(gamma), static_cast<const P*>(beta), static_cast<const P*>(running_mean),
+           static_cast<const P*>(running_var), C, eps, coef.as<P>());
     launch(forward_apply_kernel<T>, dim3(blocks_for(total, kApplyThreads)), dim3(kApplyThreads), 0, s,
-           static_cast<const T*>(x), static_cast<T*>(y), coef.as<T>(), total, C, HW);
+           static_cast<const T*>(x), static_cast<T*>(y), coef.as<const P>(), total, C, HW);
   });
 }
 
 namespace {
 // The two backward kernels: partial sums, finalize (kTrain picks the
 // formula), elementwise gx.
-template <typename T, bool kTrain>
-void batch_norm_backward(const T* x, const T* gy, const T* gamma, const T* mean, const T* stat, double eps, T* gx,
-                         T* ggamma, T* gbeta, int64_t N, int64_t C, int64_t HW, cudaStream_t s) {
+template <typename T, bool kTrain, typename P = compute_t<T>>
+void batch_norm_backward(const T* x, const T* gy, const P* gamma, const P* mean, const P* stat, double eps, T* gx,
+                         P* ggamma, P* gbeta, int64_t N, int64_t C, int64_t HW, cudaStream_t s) {
   if (C <= 0) return;
   const Split sp = split_channels(C, N * HW);
   DeviceBuffer part(size_t(2 * C * sp.G) * sizeof(double));
-  DeviceBuffer coef(size_t(4 * C) * sizeof(T));
+  DeviceBuffer coef(size_t(4 * C) * sizeof(P));
   partial_sums<T, true>(x, gy, mean, N, C, HW, sp, part.as<double>(), s);
-  launch(backward_finalize_kernel<T, kTrain>, dim3(blocks_for(C, kChannelThreads)), dim3(kChannelThreads), 0, s,
+  launch(backward_finalize_kernel<P, kTrain>, dim3(blocks_for(C, kChannelThreads)), dim3(kChannelThreads), 0, s,
          part.as<double>(), part.as<double>() + C * sp.G, sp.G, N * HW, C, gamma, mean, stat, eps, ggamma, gbeta,
-         coef.as<T>());
+         coef.as<P>());
   const int64_t total = N * C * HW;
   if (total > 0)
     launch(backward_apply_kernel<T, kTrain>, dim3(blocks_for(total, kApplyThreads)), dim3(kApplyThreads), 0, s, x, gy,
-           gx, coef.as<T>(), total, C, HW);
+           gx, coef.as<const P>(), total, C, HW);
 }
 }  // namespace
 
 void batch_norm_backward_train(DType dt, const void* x, const void* gy, const void* gamma, const void* save_mean,
                                const void* save_invstd, void* gx, void* ggamma, void* gbeta, int64_t N, int64_t C,
                                int64_t HW, double /*eps: held in save_invstd*/, Stream stream) {
-  dispatch_float(dt, "batch_norm_backward_train", [&](auto zero) {
+  dispatch_float_half(dt, "batch_norm_backward_train", [&](auto zero) {
     using T = decltype(zero);
-    batch_norm_backward<T, true>(static_cast<const T*>(x), static_cast<const T*>(gy), static_cast<const T*>(gamma),
-                                 static_cast<const T*>(save_mean), static_cast<const T*>(save_invstd), 0.0,
-                                 static_cast<T*>(gx), static_cast<T*>(ggamma), static_cast<T*>(gbeta), N, C, HW,
+    using P = compute_t<T>;
+    batch_norm_backward<T, true>(static_cast<const T*>(x), static_cast<const T*>(gy), static_cast<const P*>(gamma),
+                                 static_cast<const P*>(save_mean), static_cast<const P*>(save_invstd), 0.0,
+                                 static_cast<T*>(gx), static_cast<P*>(ggamma), static_cast<P*>(gbeta), N, C, HW,
                                  as_cuda_stream(stream));
   });
 }
@@ -272,11 +279,12 @@ void batch_norm_backward_train(DType dt, const void* x, const void* gy, const vo
 void batch_norm_backward_eval(DType dt, const void* x, const void* gy, const void* gamma,
                               const void* running_mean, const void* running_var, void* gx, void* ggamma,
                               void* gbeta, int64_t N, int64_t C, int64_t HW, double eps, Stream stream) {
-  dispatch_float(dt, "batch_norm_backward_eval", [&](auto zero) {
+  dispatch_float_half(dt, "batch_norm_backward_eval", [&](auto zero) {
     using T = decltype(zero);
-    batch_norm_backward<T, false>(static_cast<const T*>(x), static_cast<const T*>(gy), static_cast<const T*>(gamma),
-                                  static_cast<const T*>(running_mean), static_cast<const T*>(running_var), eps,
-                                  static_cast<T*>(gx), static_cast<T*>(ggamma), static_cast<T*>(gbeta), N, C, HW,
+    using P = compute_t<T>;
+    batch_norm_backward<T, false>(static_cast<const T*>(x), static_cast<const T*>(gy), static_cast<const P*>(gamma),
+                                  static_cast<const P*>(running_mean), static_cast<const P*>(running_var), eps,
+                                  static_cast<T*>(gx), static_cast<P*>(ggamma), static_cast<P*>(gbeta), N, C, HW,
                                   as_cuda_stream(stream));
   });
 }

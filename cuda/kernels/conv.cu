@@ -1,6 +1,8 @@
 // cuda/kernels/conv.cu — im2col, col2im and the three native convolution
 // kernels (groups = 1, dilation = 1, any kernel size, stride and padding),
-// f32 and f64.
+// f32, f64 and f16 (f16: the loaders convert gathered values to f32, tiles
+// and accumulators are f32, split-K partials are f32, and each output is
+// rounded once to f16; see compute_t in cuda/common.cuh).
 //
 // Convolution is IMPLICIT GEMM: the tiled kernel of gemm.cuh, with loaders
 // that gather the im2col matrix (or its transpose-convolution counterpart)
@@ -67,13 +69,15 @@ ConvDims<I> dims_of(const Conv2dGeometry& g) {
 
 // im2col entry (row crs = (c*R + r)*S + s, column pq = p*Q + q) of image n.
 //   x: [N, C, H, W]
+// (storage T, returned in compute_t<T>)
 template <typename T, typename I>
-__device__ __forceinline__ T im2col_value(const T* x, const ConvDims<I>& d, I n, I crs, I pq) {
+__device__ __forceinline__ compute_t<T> im2col_value(const T* x, const ConvDims<I>& d, I n, I crs, I pq) {
   const I s = crs % d.S, cr = crs / d.S;
   const I r = cr % d.R, c = cr / d.R;
   const I q = pq % d.Q, p = pq / d.Q;
   const I h = p * d.sh - d.ph + r, w = q * d.sw - d.pw + s;
-  return (h >= 0 && h < d.H && w >= 0 && w < d.W) ? x[((n * d.C + c) * d.H + h) * d.W + w] : T(0);
+  return (h >= 0 && h < d.H && w >= 0 && w < d.W) ? to_compute(x[((n * d.C + c) * d.H + h) * d.W + w])
+                                                  : compute_t<T>(0);
 }
 
 // ---------------------------------------------------------------- kernels
@@ -84,7 +88,7 @@ __global__ void im2col_kernel(ConvDims<I> d, const T* x, T* col) {
   const I PQ = d.P * d.Q;
   const int64_t total = int64_t(d.C) * d.R * d.S * PQ;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
-    col[i] = im2col_value(x, d, I(0), I(i / PQ), I(i % PQ));
+    col[i] = to_storage<T>(im2col_value(x, d, I(0), I(i / PQ), I(i % PQ)));
 }
 
 // x[c, h, w] = sum over the taps (r, s) with h + ph - r = p*sh, w + pw - s = q*sw
@@ -95,7 +99,7 @@ __global__ void col2im_kernel(ConvDims<I> d, const T* col, T* x) {
   const int64_t total = int64_t(d.C) * d.H * d.W;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const I w = I(i % d.W), h = I((i / d.W) % d.H), c = I(i / (int64_t(d.W) * d.H));
-    T sum = T(0);
+    compute_t<T> sum = 0;
     for (I r = 0; r < d.R; ++r) {
       const I hp = h + d.ph - r;
       if (hp < 0 || hp % d.sh != 0 || hp / d.sh >= d.P) continue;
@@ -103,20 +107,20 @@ __global__ void col2im_kernel(ConvDims<I> d, const T* col, T* x) {
       for (I s = 0; s < d.S; ++s) {
         const I wq = w + d.pw - s;
         if (wq < 0 || wq % d.sw != 0 || wq / d.sw >= d.Q) continue;
-        sum += col[((c * d.R + r) * d.S + s) * PQ + p * d.Q + wq / d.sw];
+        sum += to_compute(col[((c * d.R + r) * d.S + s) * PQ + p * d.Q + wq / d.sw]);
       }
     }
-    x[i] = sum;
+    x[i] = to_storage<T>(sum);
   }
 }
 
-// gw[i] = sum over z of part[z, i], z in order       part: [splits, n]  gw: [n]
-template <typename T>
-__global__ void sum_slices_kernel(const T* part, int splits, int64_t n, T* gw) {
+// gw[i] = sum over z of part[z, i], z in order       part: [splits, n] (compute type)  gw: [n]
+template <typename T, typename Acc = compute_t<T>>
+__global__ void sum_slices_kernel(const Acc* part, int splits, int64_t n, T* gw) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    T s = part[i];
+    Acc s = part[i];
     for (int z = 1; z < splits; ++z) s += part[int64_t(z) * n + i];
-    gw[i] = s;
+    gw[i] = to_storage<T>(s);
   }
 }
 
@@ -128,7 +132,7 @@ struct ForwardB {
   const T* x;
   ConvDims<I> d;
   static constexpr bool kKFastest = false;  // consecutive columns = consecutive q
-  __device__ __forceinline__ T operator()(int64_t crs, int64_t npq) const {
+  __device__ __forceinline__ compute_t<T> operator()(int64_t crs, int64_t npq) const {
     const I PQ = d.P * d.Q;
     return im2col_value(x, d, I(npq / PQ), I(crs), I(npq % PQ));
   }
@@ -140,9 +144,9 @@ template <typename T, typename I>
 struct StorePlanes {
   T* y;
   I channels, plane;
-  __device__ __forceinline__ void operator()(int, int64_t row, int64_t col, T acc) const {
+  __device__ __forceinline__ void operator()(int, int64_t row, int64_t col, compute_t<T> acc) const {
     const I n = I(col / plane), i = I(col % plane);
-    y[(n * channels + I(row)) * plane + i] = acc;
+    y[(n * channels + I(row)) * plane + i] = to_storage<T>(acc);
   }
 };
 
@@ -152,9 +156,9 @@ struct BackwardDataA {
   const T* w;
   I C, RS;
   static constexpr bool kKFastest = true;  // consecutive k*RS + rs run along rs
-  __device__ __forceinline__ T operator()(int64_t c, int64_t krs) const {
+  __device__ __forceinline__ compute_t<T> operator()(int64_t c, int64_t krs) const {
     const I k = I(krs / RS), rs = I(krs % RS);
-    return w[(k * C + I(c)) * RS + rs];
+    return to_compute(w[(k * C + I(c)) * RS + rs]);
   }
 };
 
@@ -165,16 +169,17 @@ struct BackwardDataB {
   const T* gy;
   ConvDims<I> d;
   static constexpr bool kKFastest = false;  // consecutive columns = consecutive w
-  __device__ __forceinline__ T operator()(int64_t krs_, int64_t nhw_) const {
+  __device__ __forceinline__ compute_t<T> operator()(int64_t krs_, int64_t nhw_) const {
+    using Acc = compute_t<T>;
     const I krs = I(krs_), nhw = I(nhw_);
     const I s = krs % d.S, kr = krs / d.S;
     const I r = kr % d.R, k = kr / d.R;
     const I w = nhw % d.W, nh = nhw / d.W;
     const I h = nh % d.H, n = nh / d.H;
     const I hp = h + d.ph - r, wq = w + d.pw - s;
-    if (hp < 0 || wq < 0 || hp % d.sh != 0 || wq % d.sw != 0) return T(0);
+    if (hp < 0 || wq < 0 || hp % d.sh != 0 || wq % d.sw != 0) return Acc(0);
     const I p = hp / d.sh, q = wq / d.sw;
-    return (p < d.P && q < d.Q) ? gy[((n * d.K + k) * d.P + p) * d.Q + q] : T(0);
+    return (p < d.P && q < d.Q) ? to_compute(gy[((n * d.K + k) * d.P + p) * d.Q + q]) : Acc(0);
   }
 };
 
@@ -184,9 +189,9 @@ struct BackwardFilterA {
   const T* gy;
   I K, PQ;
   static constexpr bool kKFastest = true;  // consecutive n*PQ + pq run along pq
-  __device__ __forceinline__ T operator()(int64_t k, int64_t npq) const {
+  __device__ __forceinline__ compute_t<T> operator()(int64_t k, int64_t npq) const {
     const I n = I(npq / PQ), pq = I(npq % PQ);
-    return gy[(n * K + I(k)) * PQ + pq];
+    return to_compute(gy[(n * K + I(k)) * PQ + pq]);
   }
 };
 
@@ -196,25 +201,26 @@ struct BackwardFilterB {
   const T* x;
   ConvDims<I> d;
   static constexpr bool kKFastest = true;  // consecutive inner indices = consecutive q
-  __device__ __forceinline__ T operator()(int64_t npq, int64_t crs) const {
+  __device__ __forceinline__ compute_t<T> operator()(int64_t npq, int64_t crs) const {
     const I PQ = d.P * d.Q;
     return im2col_value(x, d, I(npq / PQ), I(crs), I(npq % PQ));
   }
 };
 
-// Split-K slice z of a [rows, ld] result: out[z*slice + row*ld + col].
+// Split-K slice z of a [rows, ld] result: out[z*slice + row*ld + col]
+// (T: the result's storage type, or the compute type for partials).
 template <typename T>
 struct StoreSlices {
   T* out;
   int64_t slice, ld;
-  __device__ __forceinline__ void operator()(int z, int64_t row, int64_t col, T acc) const {
-    out[z * slice + row * ld + col] = acc;
+  __device__ __forceinline__ void operator()(int z, int64_t row, int64_t col, compute_t<T> acc) const {
+    out[z * slice + row * ld + col] = to_storage<T>(acc);
   }
 };
 
 // -------------------------------------------------------------- launchers
 
-// Calls f(T{}, I{}): T from dt (f32/f64), I = int32_t when `max_elems` < 2^31.
+// Calls f(T{}, I{}): T from dt (f32/f64/f16 storage), I = int32_t when `max_elems` < 2^31.
 template <typename F>
 void dispatch_conv(DType dt, int64_t max_elems, const char* kernel, F&& f) {
   const bool narrow = max_elems < (int64_t(1) << 31);
@@ -227,6 +233,10 @@ void dispatch_conv(DType dt, int64_t max_elems, const char* kernel, F&& f) {
       if (narrow) f(double{}, int32_t{});
       else f(double{}, int64_t{});
       break;
+    case DType::f16:
+      if (narrow) f(__half{}, int32_t{});
+      else f(__half{}, int64_t{});
+      break;
     default: fail(cat("cuda ", kernel, ": unsupported dtype ", dtype_name(dt)));
   }
 }
@@ -238,6 +248,7 @@ int64_t conv_max_elems(const Conv2dGeometry& g) {
 
 template <typename T, typename I, typename Cfg>
 void backward_filter_tiles(const Conv2dGeometry& g, const T* x, const T* gy, T* gw, cudaStream_t stream) {
+  using Acc = compute_t<T>;
   const int64_t M = g.K, N = g.col_rows(), Kdim = g.N * g.P * g.Q;
   const ConvDims<I> d = dims_of<I>(g);
   const BackwardFilterA<T, I> load_a{gy, I(g.K), I(g.P * g.Q)};
@@ -252,14 +263,14 @@ void backward_filter_tiles(const Conv2dGeometry& g, const T* x, const T* gy, T* 
   splits = std::max<int64_t>(1, (Kdim + kchunk - 1) / kchunk);
   const int64_t slice = M * N;
   if (splits == 1) {
-    launch_gemm_tiled<T, Cfg>(M, N, Kdim, 1, kchunk, load_a, load_b, StoreSlices<T>{gw, slice, N}, stream);
+    launch_gemm_tiled<Acc, Cfg>(M, N, Kdim, 1, kchunk, load_a, load_b, StoreSlices<T>{gw, slice, N}, stream);
     return;
   }
-  DeviceBuffer part(size_t(splits * slice) * sizeof(T));
-  launch_gemm_tiled<T, Cfg>(M, N, Kdim, int(splits), kchunk, load_a, load_b, StoreSlices<T>{part.as<T>(), slice, N},
-                            stream);
+  DeviceBuffer part(size_t(splits * slice) * sizeof(Acc));
+  launch_gemm_tiled<Acc, Cfg>(M, N, Kdim, int(splits), kchunk, load_a, load_b,
+                              StoreSlices<Acc>{part.as<Acc>(), slice, N}, stream);
   launch(sum_slices_kernel<T>, dim3(blocks_for(slice, kReduceThreads)), dim3(kReduceThreads), 0, stream,
-         part.as<T>(), int(splits), slice, gw);
+         part.as<const Acc>(), int(splits), slice, gw);
   // `part` goes back to the cache here: later work on the stream runs after the kernels above.
 }
 
@@ -291,7 +302,7 @@ void conv2d_forward(DType dt, const Conv2dGeometry& g, const void* x, const void
   dispatch_conv(dt, conv_max_elems(g), "conv2d_forward", [&](auto t, auto i) {
     using T = decltype(t);
     using I = decltype(i);
-    launch_gemm_auto<T>(g.K, g.N * g.P * g.Q, g.col_rows(), MatrixA<T, false>{static_cast<const T*>(w), g.col_rows()},
+    launch_gemm_auto<compute_t<T>>(g.K, g.N * g.P * g.Q, g.col_rows(), MatrixA<T, false>{static_cast<const T*>(w), g.col_rows()},
                         ForwardB<T, I>{static_cast<const T*>(x), dims_of<I>(g)},
                         StorePlanes<T, I>{static_cast<T*>(y), I(g.K), I(g.P * g.Q)}, as_cuda_stream(stream));
   });
@@ -302,7 +313,7 @@ void conv2d_backward_data(DType dt, const Conv2dGeometry& g, const void* gy, con
   dispatch_conv(dt, conv_max_elems(g), "conv2d_backward_data", [&](auto t, auto i) {
     using T = decltype(t);
     using I = decltype(i);
-    launch_gemm_auto<T>(g.C, g.N * g.H * g.W, g.K * g.R * g.S,
+    launch_gemm_auto<compute_t<T>>(g.C, g.N * g.H * g.W, g.K * g.R * g.S,
                         BackwardDataA<T, I>{static_cast<const T*>(w), I(g.C), I(g.R * g.S)},
                         BackwardDataB<T, I>{static_cast<const T*>(gy), dims_of<I>(g)},
                         StorePlanes<T, I>{static_cast<T*>(gx), I(g.C), I(g.H * g.W)}, as_cuda_stream(stream));
@@ -317,7 +328,7 @@ void conv2d_backward_filter(DType dt, const Conv2dGeometry& g, const void* x, co
     const T* px = static_cast<const T*>(x);
     const T* pgy = static_cast<const T*>(gy);
     T* pgw = static_cast<T*>(gw);
-    with_gemm_tile<T>(g.K, g.col_rows(), [&](auto tile) {
+    with_gemm_tile<compute_t<T>>(g.K, g.col_rows(), [&](auto tile) {
       backward_filter_tiles<T, I, decltype(tile)>(g, px, pgy, pgw, as_cuda_stream(stream));
     });
   });

@@ -3,7 +3,8 @@
 // (the counterparts of ops/cpu/elementwise.cpp).
 //
 // The elementwise kernels are one grid-stride pass, one element per thread
-// and step, in the element type (f32 or f64). An output may be exactly one
+// and step, in the element type (f32 or f64; f16 is loaded to f32, computed
+// in f32 and rounded once on the store: compute_t in cuda/common.cuh). An output may be exactly one
 // of the inputs (in-place add, relu, gradient accumulation): every element is
 // read and written by the same thread, so that needs no care; partial
 // overlaps are not supported. axpby with beta == 0 never reads y, so NaN or
@@ -38,20 +39,21 @@ constexpr unsigned kMaxReduceBlocks = 8192;      // grid cap of the block-per-ch
 // y = a + b                                                   a, b, y: [n]
 template <typename T>
 __global__ void add_kernel(const T* a, const T* b, T* y, int64_t n) {
-  for (int64_t i = grid_thread_index(); i < n; i += grid_thread_count()) y[i] = a[i] + b[i];
+  for (int64_t i = grid_thread_index(); i < n; i += grid_thread_count())
+    y[i] = to_storage<T>(to_compute(a[i]) + to_compute(b[i]));
 }
 
 // y = alpha * x + beta * y; the three forms of the CPU kernel   x, y: [n]
 enum class AxpbyForm : int { scale, accumulate, general };  // beta == 0 | alpha == beta == 1 | otherwise
-template <typename T>
-__global__ void axpby_kernel(T alpha, const T* x, T beta, T* y, int64_t n, AxpbyForm form) {
+template <typename T, typename C = compute_t<T>>
+__global__ void axpby_kernel(C alpha, const T* x, C beta, T* y, int64_t n, AxpbyForm form) {
   for (int64_t i = grid_thread_index(); i < n; i += grid_thread_count()) {
     if (form == AxpbyForm::scale)
-      y[i] = alpha * x[i];  // y is never read
+      y[i] = to_storage<T>(alpha * to_compute(x[i]));  // y is never read
     else if (form == AxpbyForm::accumulate)
-      y[i] += x[i];
+      y[i] = to_storage<T>(to_compute(y[i]) + to_compute(x[i]));
     else
-      y[i] = alpha * x[i] + beta * y[i];
+      y[i] = to_storage<T>(alpha * to_compute(x[i]) + beta * to_compute(y[i]));
   }
 }
 
@@ -59,22 +61,24 @@ __global__ void axpby_kernel(T alpha, const T* x, T beta, T* y, int64_t n, Axpby
 template <typename T>
 __global__ void relu_forward_kernel(const T* x, T* y, int64_t n) {
   for (int64_t i = grid_thread_index(); i < n; i += grid_thread_count()) {
-    const T v = x[i];
-    y[i] = v < T(0) ? T(0) : v;
+    const compute_t<T> v = to_compute(x[i]);
+    y[i] = v < compute_t<T>(0) ? to_storage<T>(0.0f) : x[i];
   }
 }
 
 // gx = y > 0 ? gy : 0                                         y, gy, gx: [n]
 template <typename T>
 __global__ void relu_backward_kernel(const T* y, const T* gy, T* gx, int64_t n) {
-  for (int64_t i = grid_thread_index(); i < n; i += grid_thread_count()) gx[i] = y[i] > T(0) ? gy[i] : T(0);
+  for (int64_t i = grid_thread_index(); i < n; i += grid_thread_count())
+    gx[i] = to_compute(y[i]) > compute_t<T>(0) ? gy[i] : to_storage<T>(0.0f);
 }
 
 // y[o, c, i] += b[c]                           y: [outer, channels, inner]  b: [channels]
 template <typename T>
 __global__ void bias_add_kernel(T* __restrict__ y, const T* __restrict__ b, int64_t total, int64_t channels,
                                 int64_t inner) {
-  for (int64_t j = grid_thread_index(); j < total; j += grid_thread_count()) y[j] += b[(j / inner) % channels];
+  for (int64_t j = grid_thread_index(); j < total; j += grid_thread_count())
+    y[j] = to_storage<T>(to_compute(y[j]) + to_compute(b[(j / inner) % channels]));
 }
 
 // gb[c] = sum over o of gy[o, c], one thread per channel, rows in order
@@ -84,8 +88,8 @@ __global__ void bias_backward_column_kernel(const T* __restrict__ gy, T* __restr
                                             int64_t channels) {
   for (int64_t c = grid_thread_index(); c < channels; c += grid_thread_count()) {
     double s = 0.0;
-    for (int64_t o = 0; o < outer; ++o) s += double(gy[o * channels + c]);
-    gb[c] = T(s);
+    for (int64_t o = 0; o < outer; ++o) s += double(to_compute(gy[o * channels + c]));
+    gb[c] = to_storage<T>(s);
   }
 }
 
@@ -101,10 +105,10 @@ __global__ void bias_backward_block_kernel(const T* __restrict__ gy, T* __restri
     double s = 0.0;
     for (int64_t j = threadIdx.x; j < per_channel; j += blockDim.x) {
       const int64_t o = j / inner, i = j - o * inner;
-      s += double(gy[(o * channels + c) * inner + i]);
+      s += double(to_compute(gy[(o * channels + c) * inner + i]));
     }
     s = block_sum(s);
-    if (threadIdx.x == 0) gb[c] = T(s);
+    if (threadIdx.x == 0) gb[c] = to_storage<T>(s);
   }
 }
 
@@ -114,7 +118,7 @@ __global__ void bias_backward_block_kernel(const T* __restrict__ gy, T* __restri
 
 // y = a + b                                                 a, b, y: [n]
 void add(DType dt, const void* a, const void* b, void* y, int64_t n, Stream stream) {
-  dispatch_float(dt, "add", [&](auto zero) {
+  dispatch_float_half(dt, "add", [&](auto zero) {
     using T = decltype(zero);
     if (n <= 0) return;
     launch(add_kernel<T>, dim3(blocks_for(n, kElementwiseThreads)), dim3(kElementwiseThreads), 0,
@@ -124,21 +128,22 @@ void add(DType dt, const void* a, const void* b, void* y, int64_t n, Stream stre
 
 // y = alpha * x + beta * y; beta == 0 never reads y        x, y: [n]
 void axpby(DType dt, double alpha, const void* x, double beta, void* y, int64_t n, Stream stream) {
-  dispatch_float(dt, "axpby", [&](auto zero) {
+  dispatch_float_half(dt, "axpby", [&](auto zero) {
     using T = decltype(zero);
     if (n <= 0) return;
     const AxpbyForm form = beta == 0.0                   ? AxpbyForm::scale
                            : alpha == 1.0 && beta == 1.0 ? AxpbyForm::accumulate
                                                          : AxpbyForm::general;
     launch(axpby_kernel<T>, dim3(blocks_for(n, kElementwiseThreads)), dim3(kElementwiseThreads), 0,
-           as_cuda_stream(stream), static_cast<T>(alpha), static_cast<const T*>(x), static_cast<T>(beta),
+           as_cuda_stream(stream), static_cast<compute_t<T>>(alpha), static_cast<const T*>(x),
+           static_cast<compute_t<T>>(beta),
            static_cast<T*>(y), n, form);
   });
 }
 
 // y = max(x, 0)                                             x, y: [n]
 void relu_forward(DType dt, const void* x, void* y, int64_t n, Stream stream) {
-  dispatch_float(dt, "relu_forward", [&](auto zero) {
+  dispatch_float_half(dt, "relu_forward", [&](auto zero) {
     using T = decltype(zero);
     if (n <= 0) return;
     launch(relu_forward_kernel<T>, dim3(blocks_for(n, kElementwiseThreads)), dim3(kElementwiseThreads), 0,
@@ -148,7 +153,7 @@ void relu_forward(DType dt, const void* x, void* y, int64_t n, Stream stream) {
 
 // gx = y > 0 ? gy : 0                                       y, gy, gx: [n]
 void relu_backward(DType dt, const void* y, const void* gy, void* gx, int64_t n, Stream stream) {
-  dispatch_float(dt, "relu_backward", [&](auto zero) {
+  dispatch_float_half(dt, "relu_backward", [&](auto zero) {
     using T = decltype(zero);
     if (n <= 0) return;
     launch(relu_backward_kernel<T>, dim3(blocks_for(n, kElementwiseThreads)), dim3(kElementwiseThreads), 0,
@@ -158,7 +163,7 @@ void relu_backward(DType dt, const void* y, const void* gy, void* gx, int64_t n,
 
 // y[o, c, i] += b[c]                         y: [outer, channels, inner]  b: [channels]
 void bias_add(DType dt, void* y, const void* b, int64_t outer, int64_t channels, int64_t inner, Stream stream) {
-  dispatch_float(dt, "bias_add", [&](auto zero) {
+  dispatch_float_half(dt, "bias_add", [&](auto zero) {
     using T = decltype(zero);
     const int64_t total = outer * channels * inner;
     if (total <= 0) return;
@@ -169,7 +174,7 @@ void bias_add(DType dt, void* y, const void* b, int64_t outer, int64_t channels,
 
 // gb[c] = sum over o, i of gy[o, c, i]      gy: [outer, channels, inner] gb: [channels]
 void bias_backward(DType dt, const void* gy, void* gb, int64_t outer, int64_t channels, int64_t inner, Stream stream) {
-  dispatch_float(dt, "bias_backward", [&](auto zero) {
+  dispatch_float_half(dt, "bias_backward", [&](auto zero) {
     using T = decltype(zero);
     if (channels <= 0) return;
     const cudaStream_t s = as_cuda_stream(stream);

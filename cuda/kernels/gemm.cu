@@ -1,5 +1,6 @@
 // cuda/kernels/gemm.cu — the `gemm` kernel of the CUDA table:
-//   C = alpha * op(A) * op(B) + beta * C, row-major, f32 and f64,
+//   C = alpha * op(A) * op(B) + beta * C, row-major, f32, f64 and f16 (f16
+//   operands are staged and accumulated in f32, C rounded once to f16),
 //   op(A): [M, K] (A stored [M, K] with lda >= K, or [K, M] with lda >= M
 //   when trans_a), op(B): [K, N] likewise, C: [M, N] with ldc >= N.
 //
@@ -27,41 +28,41 @@ constexpr unsigned kScaleThreads = 256;  // threads per block of the C = beta * 
 // ---------------------------------------------------------------- kernels
 
 // C = beta * C (beta == 0 writes zeros, never reading C)      C: [M, N] (ldc)
-template <typename T>
-__global__ void scale_c_kernel(int64_t M, int64_t N, T beta, T* C, int64_t ldc) {
+template <typename T, typename Acc = compute_t<T>>
+__global__ void scale_c_kernel(int64_t M, int64_t N, Acc beta, T* C, int64_t ldc) {
   const int64_t total = M * N;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     T& c = C[(i / N) * ldc + i % N];
-    c = beta == T(0) ? T(0) : beta * c;
+    c = to_storage<T>(beta == Acc(0) ? Acc(0) : beta * to_compute(c));
   }
 }
 
-// The gemm epilogue: C[i, j] = alpha * acc + beta * C[i, j].
-template <typename T>
+// The gemm epilogue: C[i, j] = alpha * acc + beta * C[i, j] (in compute_t<T>, one rounding to T).
+template <typename T, typename Acc = compute_t<T>>
 struct StoreAlphaBeta {
   T* c;
   int64_t ldc;
-  T alpha, beta;
-  __device__ __forceinline__ void operator()(int, int64_t i, int64_t j, T acc) const {
+  Acc alpha, beta;
+  __device__ __forceinline__ void operator()(int, int64_t i, int64_t j, Acc acc) const {
     T& out = c[i * ldc + j];
-    out = beta == T(0) ? alpha * acc : alpha * acc + beta * out;
+    out = to_storage<T>(beta == Acc(0) ? alpha * acc : alpha * acc + beta * to_compute(out));
   }
 };
 
 // -------------------------------------------------------------- launchers
 
-template <typename T, bool kTransA, bool kTransB>
-void gemm_typed(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B, int64_t ldb, T beta,
+template <typename T, bool kTransA, bool kTransB, typename Acc = compute_t<T>>
+void gemm_typed(int64_t M, int64_t N, int64_t K, Acc alpha, const T* A, int64_t lda, const T* B, int64_t ldb, Acc beta,
                 T* C, int64_t ldc, cudaStream_t stream) {
-  launch_gemm_auto<T>(M, N, K, MatrixA<T, kTransA>{A, lda}, MatrixB<T, kTransB>{B, ldb},
-                      StoreAlphaBeta<T>{C, ldc, alpha, beta}, stream);
+  launch_gemm_auto<Acc>(M, N, K, MatrixA<T, kTransA>{A, lda}, MatrixB<T, kTransB>{B, ldb},
+                        StoreAlphaBeta<T>{C, ldc, alpha, beta}, stream);
 }
 
-template <typename T>
-void gemm_dispatch(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
-                   const T* B, int64_t ldb, T beta, T* C, int64_t ldc, cudaStream_t stream) {
+template <typename T, typename Acc = compute_t<T>>
+void gemm_dispatch(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, Acc alpha, const T* A, int64_t lda,
+                   const T* B, int64_t ldb, Acc beta, T* C, int64_t ldc, cudaStream_t stream) {
   if (M <= 0 || N <= 0) return;
-  if (K <= 0 || alpha == T(0)) {
+  if (K <= 0 || alpha == Acc(0)) {
     launch(scale_c_kernel<T>, dim3(blocks_for(M * N, kScaleThreads)), dim3(kScaleThreads), 0, stream, M, N, beta, C,
            ldc);
     return;
@@ -89,6 +90,10 @@ void gemm(DType dt, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
     case DType::f64:
       gemm_dispatch<double>(trans_a, trans_b, M, N, K, alpha, static_cast<const double*>(A), lda,
                             static_cast<const double*>(B), ldb, beta, static_cast<double*>(C), ldc, s);
+      break;
+    case DType::f16:
+      gemm_dispatch<__half>(trans_a, trans_b, M, N, K, float(alpha), static_cast<const __half*>(A), lda,
+                            static_cast<const __half*>(B), ldb, float(beta), static_cast<__half*>(C), ldc, s);
       break;
     default: fail(cat("cuda gemm: unsupported dtype ", dtype_name(dt)));
   }

@@ -17,6 +17,13 @@
 //   };                                   // called only for in-range indices
 //   struct Store { __device__ void operator()(int z, int64_t row, int64_t col, T acc) const; };
 //
+// T here is the COMPUTE type (float or double): mixed precision is the
+// loaders' and the store's business. With f16 storage the loaders read
+// __half and return float (so the tiles are staged in shared memory as f32),
+// the kernel accumulates in f32, and the store rounds once to __half.
+// (No tensor-core WMMA path: the emulator has no tensor cores; an
+// mma.sync/WMMA f16 tile loop is a possible later speed-up on real GPUs.)
+//
 // Tiling (Cfg = GemmTile<BM, BN, BK, TM, TN>, three sizes below): a block
 // of (BM/TM)*(BN/TN) threads computes a BM x BN tile of C; each thread holds
 // a TM x TN micro-tile of accumulators in registers, at rows ty + i*(BM/TM) and
@@ -35,7 +42,7 @@
 //
 // Grid: x = column tiles, y = row tiles (a grid-stride loop covers more than
 // 65535), z = split-K slices: slice z sums k in [z*kchunk, min(Kdim, (z+1)*kchunk))
-// and passes z to the store functor. f32 accumulates in f32.
+// and passes z to the store functor. f32 (and f16) accumulates in f32.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -91,13 +98,16 @@ void with_gemm_tile(int64_t M, int64_t N, F&& f) {
 
 // -------------------------------------------------------------- loaders
 
-// op(A)(i, k) of a row-major matrix: A[i*ld + k], or A[k*ld + i] when kTrans.
+// op(A)(i, k) of a row-major matrix: A[i*ld + k], or A[k*ld + i] when kTrans
+// (storage T, returned in compute_t<T>).
 template <typename T, bool kTrans>
 struct MatrixA {
   const T* a;
   int64_t ld;
   static constexpr bool kKFastest = !kTrans;
-  __device__ __forceinline__ T operator()(int64_t i, int64_t k) const { return kTrans ? a[k * ld + i] : a[i * ld + k]; }
+  __device__ __forceinline__ compute_t<T> operator()(int64_t i, int64_t k) const {
+    return to_compute(kTrans ? a[k * ld + i] : a[i * ld + k]);
+  }
 };
 
 // op(B)(k, j) of a row-major matrix: B[k*ld + j], or B[j*ld + k] when kTrans.
@@ -106,7 +116,9 @@ struct MatrixB {
   const T* b;
   int64_t ld;
   static constexpr bool kKFastest = kTrans;
-  __device__ __forceinline__ T operator()(int64_t k, int64_t j) const { return kTrans ? b[j * ld + k] : b[k * ld + j]; }
+  __device__ __forceinline__ compute_t<T> operator()(int64_t k, int64_t j) const {
+    return to_compute(kTrans ? b[j * ld + k] : b[k * ld + j]);
+  }
 };
 
 // --------------------------------------------------------------- kernel

@@ -5,7 +5,8 @@
 // y = (x / 255 - mean[c]) * inv_std[c] is computed as x * a[c] + b[c] with
 // a = inv_std / 255 and b = -mean * inv_std, per-channel constants computed
 // in double on the host and rounded once to the output type, exactly as the
-// CPU kernel does. One grid-stride pass over the N * C * HW pixels.
+// CPU kernel does. One grid-stride pass over the N * C * HW pixels. f16
+// output is computed in f32 (f32 constants) and rounded once.
 #include "cuda/common.cuh"
 #include "cuda/cuda_kernels.h"
 #include "cuda/kernels/reduce.cuh"
@@ -28,12 +29,12 @@ struct AffineCoefficients {
 
 // y[p, i] = x[p, i] * a[p % C] + b[p % C], p the plane n * C + c
 //   x: u8 [N, C, HW]   y: [N, C, HW]
-template <typename T>
+template <typename T, typename Acc = compute_t<T>>
 __global__ void normalize_u8_kernel(const uint8_t* __restrict__ x, T* __restrict__ y, int64_t total, int64_t HW,
-                                    int64_t C, AffineCoefficients<T> k) {
+                                    int64_t C, AffineCoefficients<Acc> k) {
   for (int64_t j = grid_thread_index(); j < total; j += grid_thread_count()) {
     const int64_t c = (j / HW) % C;
-    y[j] = T(x[j]) * k.a[c] + k.b[c];
+    y[j] = to_storage<T>(Acc(x[j]) * k.a[c] + k.b[c]);
   }
 }
 
@@ -47,10 +48,11 @@ void normalize_u8(DType dt, const uint8_t* x, void* y, int64_t N, int64_t HW, co
     using T = decltype(zero);
     const int64_t C = norm.channels;
     EMBER_CHECK(C >= 1 && C <= kMaxChannels, "normalize_u8: channels must be in [1, 8], got ", C);
-    AffineCoefficients<T> k{};
+    using Acc = compute_t<T>;
+    AffineCoefficients<Acc> k{};
     for (int64_t c = 0; c < C; ++c) {
-      k.a[c] = T(double(norm.inv_std[c]) / 255.0);
-      k.b[c] = T(-double(norm.mean[c]) * double(norm.inv_std[c]));
+      k.a[c] = Acc(double(norm.inv_std[c]) / 255.0);
+      k.b[c] = Acc(-double(norm.mean[c]) * double(norm.inv_std[c]));
     }
     const int64_t total = N * C * HW;
     if (total <= 0) return;
@@ -60,6 +62,7 @@ void normalize_u8(DType dt, const uint8_t* x, void* y, int64_t N, int64_t HW, co
   switch (dt) {
     case DType::f32: return run(float{});
     case DType::f64: return run(double{});
+    case DType::f16: return run(__half{});
     default: fail(cat("cuda normalize_u8: unsupported dtype ", dtype_name(dt)));
   }
 }

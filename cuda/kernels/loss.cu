@@ -6,6 +6,9 @@
 //   p_c = exp(x_c - m) / se,  target_c = (1 - s) * [c == label] + s / C,
 //   loss = lse - (1 - s) * x_label - (s / C) * sum_c x_c
 // exp in the element type, the row sums se and sum_c x_c in double.
+// f16 logits (and glogits) are converted to f32 and everything is computed
+// in f32 as for f32 data; losses, probs and grad_loss are then f32
+// (P = compute_t<T>, ops/kernels.h).
 //
 // The forward gives each row to one warp (rows narrower than
 // kLossBlockMinClasses) or one block; the row's max and sums are warp_max /
@@ -70,35 +73,36 @@ struct BlockPerRow {
 
 // Forward of every row; on = 1 - s, off = s / classes.
 //   logits, probs: [N, classes]   labels: [N]   losses: [N]   bad_row: [1]
-template <typename T, typename Row>
+template <typename T, typename Row, typename P = compute_t<T>>
 __global__ void softmax_xent_forward_kernel(const T* __restrict__ logits, const int64_t* __restrict__ labels,
-                                            T* __restrict__ losses, T* __restrict__ probs, int64_t N, int64_t classes,
+                                            P* __restrict__ losses, P* __restrict__ probs, int64_t N, int64_t classes,
                                             double on, double off, unsigned long long* __restrict__ bad_row) {
   for (int64_t n = Row::first_row(); n < N; n += Row::row_step()) {
     const T* x = logits + n * classes;
-    T* p = probs + n * classes;
-    T m = -std::numeric_limits<T>::infinity();
-    for (int64_t c = Row::rank(); c < classes; c += Row::size()) m = max_nan(m, x[c]);
+    P* p = probs + n * classes;
+    P m = -std::numeric_limits<P>::infinity();
+    for (int64_t c = Row::rank(); c < classes; c += Row::size()) m = max_nan(m, to_compute(x[c]));
     m = Row::max(m);
     double se = 0.0, sx = 0.0;
     for (int64_t c = Row::rank(); c < classes; c += Row::size()) {
-      const T e = std::exp(x[c] - m);
+      const P xc = to_compute(x[c]);
+      const P e = std::exp(xc - m);
       p[c] = e;
       se += double(e);
-      sx += double(x[c]);
+      sx += double(xc);
     }
     se = Row::sum(se);
     sx = Row::sum(sx);
     const double lse = double(m) + std::log(se);
-    const T inv = T(1.0 / se);
+    const P inv = P(1.0 / se);
     for (int64_t c = Row::rank(); c < classes; c += Row::size()) p[c] *= inv;  // this thread's own entries
     if (Row::rank() == 0) {
       const int64_t label = labels[n];
       if (label >= 0 && label < classes) {
-        losses[n] = T(lse - on * double(x[label]) - off * sx);
+        losses[n] = P(lse - on * double(to_compute(x[label])) - off * sx);
       } else {
         atomicMin(bad_row, static_cast<unsigned long long>(n));
-        losses[n] = std::numeric_limits<T>::quiet_NaN();
+        losses[n] = std::numeric_limits<P>::quiet_NaN();
       }
     }
   }
@@ -106,18 +110,18 @@ __global__ void softmax_xent_forward_kernel(const T* __restrict__ logits, const 
 
 // glogits = grad_loss[0] * scale * (probs - target); off = s / classes, hit = 1 - s + s / classes
 //   probs, glogits: [N, classes]   labels: [N]   grad_loss: [1]   bad_row: [1]
-template <typename T>
-__global__ void softmax_xent_backward_kernel(const T* __restrict__ probs, const int64_t* __restrict__ labels,
-                                             const T* __restrict__ grad_loss, double scale, T* __restrict__ glogits,
-                                             int64_t N, int64_t classes, T off, T hit,
+template <typename T, typename P = compute_t<T>>
+__global__ void softmax_xent_backward_kernel(const P* __restrict__ probs, const int64_t* __restrict__ labels,
+                                             const P* __restrict__ grad_loss, double scale, T* __restrict__ glogits,
+                                             int64_t N, int64_t classes, P off, P hit,
                                              unsigned long long* __restrict__ bad_row) {
-  const T k = T(double(grad_loss[0]) * scale);
+  const P k = P(double(grad_loss[0]) * scale);
   const int64_t total = N * classes;
   for (int64_t j = grid_thread_index(); j < total; j += grid_thread_count()) {
     const int64_t n = j / classes, c = j - n * classes;
     const int64_t label = labels[n];
     if (c == 0 && (label < 0 || label >= classes)) atomicMin(bad_row, static_cast<unsigned long long>(n));
-    glogits[j] = k * (probs[j] - (c == label ? hit : off));
+    glogits[j] = to_storage<T>(k * (probs[j] - (c == label ? hit : off)));
   }
 }
 
@@ -154,7 +158,7 @@ void throw_if_bad_label(const DeviceBuffer& flag, const int64_t* labels, int64_t
 //   logits, probs: [N, classes]   labels: i64 [N]   losses: [N]
 void softmax_cross_entropy_forward(DType dt, const void* logits, const int64_t* labels, void* losses, void* probs,
                                    int64_t N, int64_t classes, double smoothing, Stream stream) {
-  dispatch_float(dt, "softmax_cross_entropy_forward", [&](auto zero) {
+  dispatch_float_half(dt, "softmax_cross_entropy_forward", [&](auto zero) {
     using T = decltype(zero);
     if (N <= 0) return;
     const cudaStream_t s = as_cuda_stream(stream);
@@ -162,9 +166,10 @@ void softmax_cross_entropy_forward(DType dt, const void* logits, const int64_t* 
     const DeviceBuffer flag(sizeof(unsigned long long));
     unsigned long long* bad_row = reset_bad_row(flag, s);
     const double on = 1.0 - smoothing, off = smoothing / double(classes);
+    using P = compute_t<T>;
     const T* x = static_cast<const T*>(logits);
-    T* pl = static_cast<T*>(losses);
-    T* pp = static_cast<T*>(probs);
+    P* pl = static_cast<P*>(losses);
+    P* pp = static_cast<P*>(probs);
     if (classes >= kLossBlockMinClasses) {
       const int64_t blocks = N < kMaxRowBlocks ? N : kMaxRowBlocks;
       launch(softmax_xent_forward_kernel<T, BlockPerRow>, dim3(unsigned(blocks)), dim3(kLossRowThreads), 0, s, x,
@@ -185,18 +190,19 @@ void softmax_cross_entropy_forward(DType dt, const void* logits, const int64_t* 
 void softmax_cross_entropy_backward(DType dt, const void* probs, const int64_t* labels, const void* grad_loss,
                                     double scale, void* glogits, int64_t N, int64_t classes, double smoothing,
                                     Stream stream) {
-  dispatch_float(dt, "softmax_cross_entropy_backward", [&](auto zero) {
+  dispatch_float_half(dt, "softmax_cross_entropy_backward", [&](auto zero) {
     using T = decltype(zero);
     if (N <= 0) return;
     const cudaStream_t s = as_cuda_stream(stream);
     if (classes <= 0) fail_bad_label(labels, 0, classes, "softmax_cross_entropy_backward", s);  // no label is in range
     const DeviceBuffer flag(sizeof(unsigned long long));
     unsigned long long* bad_row = reset_bad_row(flag, s);
-    const T off = T(smoothing / double(classes));
-    const T hit = T(1.0 - smoothing + smoothing / double(classes));  // target of the label's class
+    using P = compute_t<T>;
+    const P off = P(smoothing / double(classes));
+    const P hit = P(1.0 - smoothing + smoothing / double(classes));  // target of the label's class
     const int64_t total = N * classes;
     launch(softmax_xent_backward_kernel<T>, dim3(blocks_for(total, kLossElementwiseThreads)),
-           dim3(kLossElementwiseThreads), 0, s, static_cast<const T*>(probs), labels, static_cast<const T*>(grad_loss),
+           dim3(kLossElementwiseThreads), 0, s, static_cast<const P*>(probs), labels, static_cast<const P*>(grad_loss),
            scale, static_cast<T*>(glogits), N, classes, off, hit, bad_row);
     throw_if_bad_label(flag, labels, classes, "softmax_cross_entropy_backward", s);
   });

@@ -25,21 +25,7 @@ constexpr unsigned kMemoryThreads = 256;  // threads per block of fill and cast
 
 // ------------------------------------------------------------- conversions
 
-// double -> float rounded to odd: of the two floats bracketing d, the one
-// nearer zero, with its last bit set when d was not exact (out-of-range
-// values become +-inf, as a plain conversion does).
-__host__ __device__ __forceinline__ float double_to_float_odd(double d) {
-  float f = static_cast<float>(d);
-  const double fd = static_cast<double>(f);
-  if (fd != d && fd - fd == 0.0) {  // inexact and finite (fd - fd is NaN for inf)
-    uint32_t bits;
-    memcpy(&bits, &f, sizeof bits);
-    if ((fd < 0 ? -fd : fd) > (d < 0 ? -d : d)) bits -= 1u;  // one step toward zero (f != 0 here)
-    bits |= 1u;
-    memcpy(&f, &bits, sizeof bits);
-  }
-  return f;
-}
+// (double_to_float_odd is in cuda/common.cuh.)
 
 // One element from type S to type D.
 template <typename S, typename D>

@@ -1,5 +1,6 @@
 // cuda/kernels/pooling.cu — max pooling (with argmax) and adaptive average
-// pooling, forward and backward, f32 and f64.
+// pooling, forward and backward, f32, f64 and f16 (f16 values are compared
+// and summed in f32 or double and rounded once on the store).
 //
 // Forward kernels run one thread per output element and scan its window.
 // Backward kernels are GATHERS, one thread per input pixel: it visits the
@@ -47,18 +48,19 @@ __global__ void max_pool_forward_kernel(Pool2dGeometry g, const T* x, T* y, int3
     const int64_t h1 = std::min(g.H, p * g.stride_h - g.pad_h + g.R);
     const int64_t w0 = std::max<int64_t>(0, q * g.stride_w - g.pad_w);
     const int64_t w1 = std::min(g.W, q * g.stride_w - g.pad_w + g.S);
-    T best = -std::numeric_limits<T>::infinity();
+    using Acc = compute_t<T>;
+    Acc best = -std::numeric_limits<Acc>::infinity();
     int64_t where = -1;
     for (int64_t h = h0; h < h1; ++h)
       for (int64_t w = w0; w < w1; ++w) {
-        const T v = xp[h * g.W + w];
+        const Acc v = to_compute(xp[h * g.W + w]);
         // v != v: v is NaN (a NaN wins, and the first NaN stays)
         if (where < 0 || v > best || (v != v && best == best)) {
           best = v;
           where = h * g.W + w;
         }
       }
-    y[i] = best;
+    y[i] = to_storage<T>(best);
     argmax[i] = int32_t(where);
   }
 }
@@ -77,11 +79,11 @@ __global__ void max_pool_backward_kernel(Pool2dGeometry g, const T* gy, const in
     const int32_t me = int32_t(h * g.W + w);
     const T* gyp = gy + plane * g.P * g.Q;
     const int32_t* ap = argmax + plane * g.P * g.Q;
-    T sum = T(0);
+    compute_t<T> sum = 0;
     for (int64_t p = p0; p <= p1; ++p)
       for (int64_t q = q0; q <= q1; ++q)
-        if (ap[p * g.Q + q] == me) sum += gyp[p * g.Q + q];
-    gx[i] = sum;
+        if (ap[p * g.Q + q] == me) sum += to_compute(gyp[p * g.Q + q]);
+    gx[i] = to_storage<T>(sum);
   }
 }
 
@@ -98,8 +100,8 @@ __global__ void adaptive_avg_forward_kernel(const T* x, T* y, int64_t planes, in
     const T* xp = x + plane * H * W;
     double s = 0.0;
     for (int64_t h = h0; h < h1; ++h)
-      for (int64_t w = w0; w < w1; ++w) s += double(xp[h * W + w]);
-    y[o] = T(s / double((h1 - h0) * (w1 - w0)));
+      for (int64_t w = w0; w < w1; ++w) s += double(to_compute(xp[h * W + w]));
+    y[o] = to_storage<T>(s / double((h1 - h0) * (w1 - w0)));
   }
 }
 
@@ -115,17 +117,18 @@ __global__ void adaptive_avg_backward_kernel(const T* gy, T* gx, int64_t planes,
     const int64_t i0 = (h * OH) / H, i1 = std::min(OH - 1, ((h + 1) * OH + H - 1) / H - 1);
     const int64_t j0 = (w * OW) / W, j1 = std::min(OW - 1, ((w + 1) * OW + W - 1) / W - 1);
     const T* gyp = gy + plane * OH * OW;
-    T sum = T(0);
+    using Acc = compute_t<T>;
+    Acc sum = 0;
     for (int64_t i = i0; i <= i1; ++i) {
       const int64_t h0 = bin_start(i, H, OH), h1 = bin_end(i, H, OH);
       if (h < h0 || h >= h1) continue;
       for (int64_t j = j0; j <= j1; ++j) {
         const int64_t w0 = bin_start(j, W, OW), w1 = bin_end(j, W, OW);
         if (w < w0 || w >= w1) continue;
-        sum += T(double(gyp[i * OW + j]) / double((h1 - h0) * (w1 - w0)));
+        sum += Acc(double(to_compute(gyp[i * OW + j])) / double((h1 - h0) * (w1 - w0)));
       }
     }
-    gx[e] = sum;
+    gx[e] = to_storage<T>(sum);
   }
 }
 
@@ -138,7 +141,7 @@ dim3 grid_for(int64_t n) { return dim3(blocks_for(n, kPoolThreads)); }
 }  // namespace
 
 void max_pool2d_forward(DType dt, const Pool2dGeometry& g, const void* x, void* y, int32_t* argmax, Stream stream) {
-  dispatch_float(dt, "max_pool2d_forward", [&](auto zero) {
+  dispatch_float_half(dt, "max_pool2d_forward", [&](auto zero) {
     using T = decltype(zero);
     const int64_t total = g.N * g.C * g.P * g.Q;
     if (total <= 0) return;
@@ -149,7 +152,7 @@ void max_pool2d_forward(DType dt, const Pool2dGeometry& g, const void* x, void* 
 
 void max_pool2d_backward(DType dt, const Pool2dGeometry& g, const void*, const void*, const void* gy,
                          const int32_t* argmax, void* gx, Stream stream) {
-  dispatch_float(dt, "max_pool2d_backward", [&](auto zero) {
+  dispatch_float_half(dt, "max_pool2d_backward", [&](auto zero) {
     using T = decltype(zero);
     const int64_t total = g.N * g.C * g.H * g.W;
     if (total <= 0) return;
@@ -160,7 +163,7 @@ void max_pool2d_backward(DType dt, const Pool2dGeometry& g, const void*, const v
 
 void adaptive_avg_pool2d_forward(DType dt, const void* x, void* y, int64_t planes, int64_t H, int64_t W,
                                  int64_t OH, int64_t OW, Stream stream) {
-  dispatch_float(dt, "adaptive_avg_pool2d_forward", [&](auto zero) {
+  dispatch_float_half(dt, "adaptive_avg_pool2d_forward", [&](auto zero) {
     using T = decltype(zero);
     const int64_t total = planes * OH * OW;
     if (total <= 0) return;
@@ -171,7 +174,7 @@ void adaptive_avg_pool2d_forward(DType dt, const void* x, void* y, int64_t plane
 
 void adaptive_avg_pool2d_backward(DType dt, const void* gy, void* gx, int64_t planes, int64_t H, int64_t W,
                                   int64_t OH, int64_t OW, Stream stream) {
-  dispatch_float(dt, "adaptive_avg_pool2d_backward", [&](auto zero) {
+  dispatch_float_half(dt, "adaptive_avg_pool2d_backward", [&](auto zero) {
     using T = decltype(zero);
     const int64_t total = planes * H * W;
     if (total <= 0) return;

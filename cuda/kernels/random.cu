@@ -9,7 +9,8 @@
 //            r = sqrt(-2 log u32_to_unit_open0(w0)), t = 2 pi u32_to_unit(w1),
 //            y = mean + std * r * cos t,  mean + std * r * sin t
 // computed in double with the CPU's expressions and rounded once to the
-// output type. One thread per Philox block (uniform) or pair (normal), in a
+// output type (f16: one correct rounding of the double, through
+// to_storage). One thread per Philox block (uniform) or pair (normal), in a
 // grid-stride loop. The uniform fill is pure arithmetic and gives the CPU's
 // bits; the normal fill also calls log, sqrt, cos and sin, whose last bit may
 // differ between CUDA's device library and the host's libm.
@@ -37,7 +38,7 @@ __global__ void random_uniform_kernel(T* __restrict__ y, int64_t n, uint64_t see
   for (int64_t blk = grid_thread_index(); blk < blocks; blk += grid_thread_count()) {
     const PhiloxBlock r = philox4x32(seed, offset + uint64_t(blk), 0);
     const int64_t i0 = blk * 4, m = n - i0 < 4 ? n - i0 : 4;
-    for (int64_t k = 0; k < m; ++k) y[i0 + k] = T(fma(range, double(u32_to_unit(r.w[k])), lo));
+    for (int64_t k = 0; k < m; ++k) y[i0 + k] = to_storage<T>(fma(range, double(u32_to_unit(r.w[k])), lo));
   }
 }
 
@@ -50,8 +51,8 @@ __global__ void random_normal_kernel(T* __restrict__ y, int64_t n, uint64_t seed
     const PhiloxBlock r = philox4x32(seed, offset + uint64_t(j), 0);
     const double radius = sqrt(-2.0 * log(double(u32_to_unit_open0(r.w[0]))));
     const double theta = kTwoPi * double(u32_to_unit(r.w[1]));
-    y[2 * j] = T(fma(std * radius, cos(theta), mean));
-    if (2 * j + 1 < n) y[2 * j + 1] = T(fma(std * radius, sin(theta), mean));
+    y[2 * j] = to_storage<T>(fma(std * radius, cos(theta), mean));
+    if (2 * j + 1 < n) y[2 * j + 1] = to_storage<T>(fma(std * radius, sin(theta), mean));
   }
 }
 
@@ -61,7 +62,7 @@ __global__ void random_normal_kernel(T* __restrict__ y, int64_t n, uint64_t seed
 
 // y = lo + (hi - lo) * u,  u in [0, 1)                      y: [n]
 void random_uniform(DType dt, void* y, int64_t n, uint64_t seed, uint64_t offset, double lo, double hi, Stream stream) {
-  dispatch_float(dt, "random_uniform", [&](auto zero) {
+  dispatch_float_half(dt, "random_uniform", [&](auto zero) {
     using T = decltype(zero);
     if (n <= 0) return;
     const int64_t blocks = (n + 3) / 4;
@@ -73,7 +74,7 @@ void random_uniform(DType dt, void* y, int64_t n, uint64_t seed, uint64_t offset
 // y = mean + std * z                                        y: [n]
 void random_normal(DType dt, void* y, int64_t n, uint64_t seed, uint64_t offset, double mean, double std,
                    Stream stream) {
-  dispatch_float(dt, "random_normal", [&](auto zero) {
+  dispatch_float_half(dt, "random_normal", [&](auto zero) {
     using T = decltype(zero);
     if (n <= 0) return;
     const int64_t pairs = (n + 1) / 2;

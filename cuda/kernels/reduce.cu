@@ -12,7 +12,8 @@
 // argmax_rows gives the first index of the largest value, a NaN counting as
 // the largest: each thread scans its columns in increasing order, and the
 // threads are combined by argmax's total order (NaN, then value, then the
-// smaller index), so the result is exactly the CPU's. Narrow rows take one
+// smaller index), so the result is exactly the CPU's. f16 data is compared
+// as f32 (exact) and summed in double like the rest. Narrow rows take one
 // warp each; rows of kArgmaxBlockMinCols columns or more take one block each.
 #include "cuda/allocator.h"
 #include "cuda/common.cuh"
@@ -36,7 +37,7 @@ constexpr int64_t kMaxRowBlocks = 65535;       // grid cap for the row kernels (
 template <typename T>
 __global__ void sum_partials_kernel(const T* __restrict__ x, int64_t n, double* __restrict__ partial) {
   double s = 0.0;
-  for (int64_t i = grid_thread_index(); i < n; i += grid_thread_count()) s += double(x[i]);
+  for (int64_t i = grid_thread_index(); i < n; i += grid_thread_count()) s += double(to_compute(x[i]));
   s = block_sum(s);
   if (threadIdx.x == 0) partial[blockIdx.x] = s;
 }
@@ -47,7 +48,7 @@ __global__ void sum_final_kernel(const double* __restrict__ partial, int64_t cou
   double s = 0.0;
   for (int64_t i = threadIdx.x; i < count; i += blockDim.x) s += partial[i];
   s = block_sum(s);
-  if (threadIdx.x == 0) y[0] = T(s);
+  if (threadIdx.x == 0) y[0] = to_storage<T>(s);
 }
 
 // idx[r] = first index of the largest x[r, :], one warp per row (warps loop
@@ -60,8 +61,8 @@ __global__ void argmax_rows_warp_kernel(const T* __restrict__ x, int64_t* __rest
   const int64_t warps = grid_thread_count() / kWarpSize;
   for (int64_t r = grid_thread_index() / kWarpSize; r < rows; r += warps) {
     const T* row = x + r * cols;
-    ArgMax<T> best = argmax_identity<T>();
-    for (int64_t c = lane; c < cols; c += kWarpSize) argmax_update(best, row[c], c);
+    ArgMax<compute_t<T>> best = argmax_identity<compute_t<T>>();
+    for (int64_t c = lane; c < cols; c += kWarpSize) argmax_update(best, to_compute(row[c]), c);
     best = warp_argmax(best);
     if (lane == 0) idx[r] = best.index < cols ? best.index : 0;  // an empty row gives 0, as on the CPU
   }
@@ -73,8 +74,8 @@ __global__ void argmax_rows_block_kernel(const T* __restrict__ x, int64_t* __res
                                          int64_t cols) {
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* row = x + r * cols;
-    ArgMax<T> best = argmax_identity<T>();
-    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) argmax_update(best, row[c], c);
+    ArgMax<compute_t<T>> best = argmax_identity<compute_t<T>>();
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) argmax_update(best, to_compute(row[c]), c);
     best = block_argmax(best);
     if (threadIdx.x == 0) idx[r] = best.index < cols ? best.index : 0;
   }
@@ -86,7 +87,7 @@ __global__ void argmax_rows_block_kernel(const T* __restrict__ x, int64_t* __res
 
 // y[0] = sum of x                                           x: [n]  y: [1]
 void sum(DType dt, const void* x, void* y, int64_t n, Stream stream) {
-  dispatch_float(dt, "sum", [&](auto zero) {
+  dispatch_float_half(dt, "sum", [&](auto zero) {
     using T = decltype(zero);
     const cudaStream_t s = as_cuda_stream(stream);
     const int64_t m = n < 0 ? 0 : n;
@@ -102,7 +103,7 @@ void sum(DType dt, const void* x, void* y, int64_t n, Stream stream) {
 
 // idx[r] = first index of the largest x[r, :]               x: [rows, cols]  idx: i64 [rows]
 void argmax_rows(DType dt, const void* x, int64_t* idx, int64_t rows, int64_t cols, Stream stream) {
-  dispatch_float(dt, "argmax_rows", [&](auto zero) {
+  dispatch_float_half(dt, "argmax_rows", [&](auto zero) {
     using T = decltype(zero);
     if (rows <= 0) return;
     const cudaStream_t s = as_cuda_stream(stream);

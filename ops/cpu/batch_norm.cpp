@@ -14,13 +14,16 @@
 // which cancels in f32 when |mean| >> std.
 //
 // Parameters and statistics (gamma, beta, running and saved stats, ggamma,
-// gbeta) have type P: f32 for f32 activations, f64 for f64 (ops/kernels.h).
+// gbeta) have type P: f32 for f16 and f32 activations, f64 for f64
+// (ops/kernels.h). f16 planes are converted to f32 into thread-local buffers
+// (ops/cpu/f16_util.h) and outputs rounded once on store.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "engine/parallel.h"
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/f16_util.h"
 
 namespace ember::cpu {
 
@@ -33,11 +36,12 @@ int64_t grain_for(int64_t per_item) { return std::max<int64_t>(1, kGrain / std::
 void batch_norm_forward_train(DType dt, const void* x, const void* gamma, const void* beta, void* y,
                               void* save_mean, void* save_invstd, void* running_mean, void* running_var, int64_t N,
                               int64_t C, int64_t HW, double momentum, double eps, Stream) {
-  dispatch_float(dt, "batch_norm_forward_train", [&](auto zero) {
-    using T = decltype(zero);
-    using P = T;  // parameter type (f32 for f32, f64 for f64)
-    const T* __restrict px = static_cast<const T*>(x);
-    T* __restrict py = static_cast<T*>(y);
+  dispatch_storage(dt, "batch_norm_forward_train", [&](auto zero) {
+    using S = decltype(zero);
+    using T = compute_t<S>;
+    using P = T;  // parameter type (f32 for f16 and f32, f64 for f64)
+    const S* sx = static_cast<const S*>(x);
+    S* sy = static_cast<S*>(y);
     const P* pg = static_cast<const P*>(gamma);
     const P* pb = static_cast<const P*>(beta);
     P* psm = static_cast<P*>(save_mean);
@@ -48,10 +52,10 @@ void batch_norm_forward_train(DType dt, const void* x, const void* gamma, const 
     parallel_for(0, C, grain_for(M), [&](int64_t lo, int64_t hi) {
       for (int64_t c = lo; c < hi; ++c) {
         // pass 1: shifted sum and sum of squares
-        const T shift = M > 0 ? px[c * HW] : T(0);
+        const T shift = M > 0 ? load<0>(sx + c * HW, 1)[0] : T(0);
         double s = 0.0, ss = 0.0;
         for (int64_t n = 0; n < N; ++n) {
-          const T* xp = px + (n * C + c) * HW;
+          const T* xp = load<0>(sx + (n * C + c) * HW, HW);
 #pragma omp simd reduction(+ : s, ss)
           for (int64_t i = 0; i < HW; ++i) {
             const double d = double(xp[i]) - double(shift);
@@ -71,10 +75,11 @@ void batch_norm_forward_train(DType dt, const void* x, const void* gamma, const 
         // pass 2: y = (x - mean) * scale + beta
         const T m = T(mean), a = T(double(pg[c]) * invstd), b = T(pb[c]);
         for (int64_t n = 0; n < N; ++n) {
-          const T* xp = px + (n * C + c) * HW;
-          T* yp = py + (n * C + c) * HW;
+          const T* xp = load<0>(sx + (n * C + c) * HW, HW);
+          T* yp = out_ptr<1>(sy + (n * C + c) * HW, HW);
 #pragma omp simd
           for (int64_t i = 0; i < HW; ++i) yp[i] = (xp[i] - m) * a + b;
+          store(yp, sy + (n * C + c) * HW, HW);
         }
       }
     });
@@ -85,11 +90,12 @@ void batch_norm_forward_train(DType dt, const void* x, const void* gamma, const 
 void batch_norm_forward_eval(DType dt, const void* x, const void* gamma, const void* beta,
                              const void* running_mean, const void* running_var, void* y, int64_t N, int64_t C,
                              int64_t HW, double eps, Stream) {
-  dispatch_float(dt, "batch_norm_forward_eval", [&](auto zero) {
-    using T = decltype(zero);
+  dispatch_storage(dt, "batch_norm_forward_eval", [&](auto zero) {
+    using S = decltype(zero);
+    using T = compute_t<S>;
     using P = T;
-    const T* __restrict px = static_cast<const T*>(x);
-    T* __restrict py = static_cast<T*>(y);
+    const S* sx = static_cast<const S*>(x);
+    S* sy = static_cast<S*>(y);
     const P* pg = static_cast<const P*>(gamma);
     const P* pb = static_cast<const P*>(beta);
     const P* prm = static_cast<const P*>(running_mean);
@@ -105,10 +111,11 @@ void batch_norm_forward_eval(DType dt, const void* x, const void* gamma, const v
     parallel_for(0, N * C, grain_for(HW), [&](int64_t lo, int64_t hi) {
       for (int64_t p = lo; p < hi; ++p) {
         const T mc = m[size_t(p % C)], ac = a[size_t(p % C)], bc = b[size_t(p % C)];
-        const T* xp = px + p * HW;
-        T* yp = py + p * HW;
+        const T* xp = load<0>(sx + p * HW, HW);
+        T* yp = out_ptr<1>(sy + p * HW, HW);
 #pragma omp simd
         for (int64_t i = 0; i < HW; ++i) yp[i] = (xp[i] - mc) * ac + bc;
+        store(yp, sy + p * HW, HW);
       }
     });
   });
@@ -122,12 +129,13 @@ void batch_norm_forward_eval(DType dt, const void* x, const void* gamma, const v
 void batch_norm_backward_train(DType dt, const void* x, const void* gy, const void* gamma, const void* save_mean,
                                const void* save_invstd, void* gx, void* ggamma, void* gbeta, int64_t N, int64_t C,
                                int64_t HW, double /*eps: held in save_invstd*/, Stream) {
-  dispatch_float(dt, "batch_norm_backward_train", [&](auto zero) {
-    using T = decltype(zero);
+  dispatch_storage(dt, "batch_norm_backward_train", [&](auto zero) {
+    using S = decltype(zero);
+    using T = compute_t<S>;
     using P = T;
-    const T* __restrict px = static_cast<const T*>(x);
-    const T* __restrict pgy = static_cast<const T*>(gy);
-    T* __restrict pgx = static_cast<T*>(gx);
+    const S* sx = static_cast<const S*>(x);
+    const S* sgy = static_cast<const S*>(gy);
+    S* sgx = static_cast<S*>(gx);
     const P* pg = static_cast<const P*>(gamma);
     const P* psm = static_cast<const P*>(save_mean);
     const P* psi = static_cast<const P*>(save_invstd);
@@ -141,8 +149,8 @@ void batch_norm_backward_train(DType dt, const void* x, const void* gy, const vo
         // pass 1: sum gy and sum gy * (x - mean)
         double s1 = 0.0, s2 = 0.0;
         for (int64_t n = 0; n < N; ++n) {
-          const T* xp = px + (n * C + c) * HW;
-          const T* gp = pgy + (n * C + c) * HW;
+          const T* xp = load<0>(sx + (n * C + c) * HW, HW);
+          const T* gp = load<1>(sgy + (n * C + c) * HW, HW);
 #pragma omp simd reduction(+ : s1, s2)
           for (int64_t i = 0; i < HW; ++i) {
             const double g = double(gp[i]);
@@ -158,11 +166,12 @@ void batch_norm_backward_train(DType dt, const void* x, const void* gy, const vo
         const double inv_m = M > 0 ? 1.0 / double(M) : 0.0;
         const T a = T(A), b = T(-A * invstd * gg * inv_m), d = T(-A * gb * inv_m);
         for (int64_t n = 0; n < N; ++n) {
-          const T* xp = px + (n * C + c) * HW;
-          const T* gp = pgy + (n * C + c) * HW;
-          T* op = pgx + (n * C + c) * HW;
+          const T* xp = load<0>(sx + (n * C + c) * HW, HW);
+          const T* gp = load<1>(sgy + (n * C + c) * HW, HW);
+          T* op = out_ptr<2>(sgx + (n * C + c) * HW, HW);
 #pragma omp simd
           for (int64_t i = 0; i < HW; ++i) op[i] = a * gp[i] + (b * (xp[i] - mean) + d);
+          store(op, sgx + (n * C + c) * HW, HW);
         }
       }
     });
@@ -175,12 +184,13 @@ void batch_norm_backward_train(DType dt, const void* x, const void* gy, const vo
 void batch_norm_backward_eval(DType dt, const void* x, const void* gy, const void* gamma,
                               const void* running_mean, const void* running_var, void* gx, void* ggamma,
                               void* gbeta, int64_t N, int64_t C, int64_t HW, double eps, Stream) {
-  dispatch_float(dt, "batch_norm_backward_eval", [&](auto zero) {
-    using T = decltype(zero);
+  dispatch_storage(dt, "batch_norm_backward_eval", [&](auto zero) {
+    using S = decltype(zero);
+    using T = compute_t<S>;
     using P = T;
-    const T* __restrict px = static_cast<const T*>(x);
-    const T* __restrict pgy = static_cast<const T*>(gy);
-    T* __restrict pgx = static_cast<T*>(gx);
+    const S* sx = static_cast<const S*>(x);
+    const S* sgy = static_cast<const S*>(gy);
+    S* sgx = static_cast<S*>(gx);
     const P* pg = static_cast<const P*>(gamma);
     const P* prm = static_cast<const P*>(running_mean);
     const P* prv = static_cast<const P*>(running_var);
@@ -193,9 +203,9 @@ void batch_norm_backward_eval(DType dt, const void* x, const void* gy, const voi
         const T a = T(double(pg[c]) * invstd);
         double s1 = 0.0, s2 = 0.0;
         for (int64_t n = 0; n < N; ++n) {
-          const T* xp = px + (n * C + c) * HW;
-          const T* gp = pgy + (n * C + c) * HW;
-          T* op = pgx + (n * C + c) * HW;
+          const T* xp = load<0>(sx + (n * C + c) * HW, HW);
+          const T* gp = load<1>(sgy + (n * C + c) * HW, HW);
+          T* op = out_ptr<2>(sgx + (n * C + c) * HW, HW);
 #pragma omp simd reduction(+ : s1, s2)
           for (int64_t i = 0; i < HW; ++i) {
             const double g = double(gp[i]);
@@ -203,6 +213,7 @@ void batch_norm_backward_eval(DType dt, const void* x, const void* gy, const voi
             s2 += g * double(xp[i] - mean);
             op[i] = a * gp[i];
           }
+          store(op, sgx + (n * C + c) * HW, HW);
         }
         pgb[c] = P(s1);
         pgg[c] = P(s2 * invstd);

@@ -22,12 +22,18 @@
 // Images are spread over the OpenMP threads, each with its own buffers (and
 // its own gw partial, summed in a fixed order so results do not depend on
 // scheduling).
+//
+// f16: the weights are converted to f32 once per call, each image (or stack
+// of images) is converted to f32 as its thread starts on it, the GEMMs run in
+// f32, and each output image is rounded once into f16 (ops/cpu/f16_util.h).
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "engine/parallel.h"
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/f16_util.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/im2col.h"
 
@@ -38,6 +44,9 @@ bool is_pointwise(const Conv2dGeometry& g) {
   return g.R == 1 && g.S == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 && g.pad_w == 0;
 }
 bool is_stride1(const Conv2dGeometry& g) { return g.stride_h == 1 && g.stride_w == 1; }
+
+// local_buffer slots (f16_util.h) for f16 images converted to / from f32.
+constexpr int kF16In = 10, kF16In2 = 11, kF16Out = 12;
 
 // Thread-local scratch buffers; Slot tells apart the ones used at once.
 enum class Slot { image, output, column };
@@ -72,11 +81,13 @@ struct PaddedGrid {
     return size_t(g.C * G * Hp * Wp + g.S + gemm_panel_width<T>());
   }
 
-  // count (<= G) images x: [count, C, H, W] -> xpad (zero border, slack, and zero missing images)
-  void pad(const Conv2dGeometry& g, const T* x, int64_t count, T* xpad) const {
+  // count (<= G) images x: [count, C, H, W] -> xpad (zero border, slack, and zero missing images);
+  // f16 images are converted to f32 on the way.
+  template <typename Src>
+  void pad(const Conv2dGeometry& g, const Src* x, int64_t count, T* xpad) const {
     const size_t total = padded_size(g);
     if (G == 1 && g.pad_h == 0 && g.pad_w == 0) {
-      std::memcpy(xpad, x, sizeof(T) * size_t(g.C * g.H * g.W));
+      copy_values(x, xpad, g.C * g.H * g.W);
       std::memset(xpad + g.C * g.H * g.W, 0, sizeof(T) * (total - size_t(g.C * g.H * g.W)));
       return;
     }
@@ -84,8 +95,8 @@ struct PaddedGrid {
     for (int64_t i = 0; i < count; ++i)
       for (int64_t c = 0; c < g.C; ++c)
         for (int64_t h = 0; h < g.H; ++h)
-          std::memcpy(xpad + ((c * G + i) * Hp + h + g.pad_h) * Wp + g.pad_w, x + ((i * g.C + c) * g.H + h) * g.W,
-                      sizeof(T) * size_t(g.W));
+          copy_values(x + ((i * g.C + c) * g.H + h) * g.W, xpad + ((c * G + i) * Hp + h + g.pad_h) * Wp + g.pad_w,
+                      g.W);
   }
 
   // B panels of the window rows [k0, k0 + kc) x grid columns [j0, j0 + nc).
@@ -101,21 +112,22 @@ struct PaddedGrid {
   }
 };
 
-// y[n] from x[n] on the padded grid (stride 1).   x: [C, H, W]  w: [K, CRS]  y: [K, P, Q]
-template <typename T>
-void forward_image_grid(const Conv2dGeometry& g, const PaddedGrid<T>& grid, const T* x, const T* w, T* y) {
+// y[n] from x[n] on the padded grid (stride 1); x and y in the storage type
+// S (f16 is converted while padding and while extracting the output rows).
+//   x: [C, H, W]  w: [K, CRS]  y: [K, P, Q]
+template <typename T, typename S>
+void forward_image_grid(const Conv2dGeometry& g, const PaddedGrid<T>& grid, const S* x, const T* w, S* y) {
   T* xpad = scratch<T, Slot::image>(grid.padded_size(g));
   grid.pad(g, x, 1, xpad);
-  const bool dense = grid.Wp == g.Q;  // no extra columns: write y directly
-  T* out = dense ? y : scratch<T, Slot::output>(size_t(g.K * grid.cols));
+  const bool dense = std::is_same_v<S, T> && grid.Wp == g.Q;  // no extra columns: write y directly
+  T* out = dense ? reinterpret_cast<T*>(y) : scratch<T, Slot::output>(size_t(g.K * grid.cols));
   const PackB<T> pack = [&](int64_t k0, int64_t kc, int64_t j0, int64_t nc, T* dst) {
     grid.pack(xpad, k0, kc, j0, nc, dst);
   };
   gemm_serial_packed<T>(false, g.K, grid.cols, g.col_rows(), T(1), w, g.col_rows(), pack, T(0), out, grid.cols);
   if (dense) return;
   for (int64_t k = 0; k < g.K; ++k)
-    for (int64_t p = 0; p < g.P; ++p)
-      std::memcpy(y + (k * g.P + p) * g.Q, out + k * grid.cols + p * grid.Wp, sizeof(T) * size_t(g.Q));
+    for (int64_t p = 0; p < g.P; ++p) copy_values(out + k * grid.cols + p * grid.Wp, y + (k * g.P + p) * g.Q, g.Q);
 }
 
 // ------------------------------------------------------------- im2col path
@@ -150,31 +162,49 @@ void for_each_image(int64_t N, int64_t flops_per_image, F&& image) {
 
 // ----------------------------------------------------------------- kernels
 
+// One image in the compute type T.   x: [C, H, W]  w: [K, CRS]  y: [K, P, Q]
 template <typename T>
-void conv_forward(const Conv2dGeometry& g, const T* x, const T* w, T* y) {
-  const int64_t CHW = g.C * g.H * g.W, KPQ = g.K * g.P * g.Q;
+void forward_image(const Conv2dGeometry& g, const PaddedGrid<T>& grid, const T* x, const T* w, T* y, bool par) {
   if (is_pointwise(g)) {  // the image is the column matrix
-    for_each_image(g.N, conv_flops(g), [&](int64_t n, bool par) {
-      auto mm = par ? gemm_parallel<T> : gemm_serial<T>;
-      mm(false, false, g.K, g.H * g.W, g.C, T(1), w, g.C, x + n * CHW, g.H * g.W, T(0), y + n * KPQ, g.H * g.W);
-    });
+    auto mm = par ? gemm_parallel<T> : gemm_serial<T>;
+    mm(false, false, g.K, g.H * g.W, g.C, T(1), w, g.C, x, g.H * g.W, T(0), y, g.H * g.W);
   } else if (is_stride1(g)) {
-    const PaddedGrid<T> grid(g, 1);
-    for_each_image(g.N, conv_flops(g),
-                   [&](int64_t n, bool) { forward_image_grid(g, grid, x + n * CHW, w, y + n * KPQ); });
+    forward_image_grid<T, T>(g, grid, x, w, y);
   } else {
-    for_each_image(g.N, conv_flops(g),
-                   [&](int64_t n, bool par) { forward_image_im2col(g, x + n * CHW, w, y + n * KPQ, par); });
+    forward_image_im2col(g, x, w, y, par);
   }
 }
 
-template <typename T>
-void conv_backward_data(const Conv2dGeometry& g, const T* gy, const T* w, T* gx) {
-  const int64_t CRS = g.col_rows(), PQ = g.col_cols(), CHW = g.C * g.H * g.W;
+// x, y in the storage type S (f16, f32, f64); w already in the compute type.
+template <typename S>
+void conv_forward(const Conv2dGeometry& g, const S* x, const compute_t<S>* w, S* y) {
+  using T = compute_t<S>;
+  const int64_t CHW = g.C * g.H * g.W, KPQ = g.K * g.P * g.Q;
+  const PaddedGrid<T> grid(g, 1);
+  if (is_stride1(g) && !is_pointwise(g)) {  // converts while padding: no separate pass
+    for_each_image(g.N, conv_flops(g),
+                   [&](int64_t n, bool) { forward_image_grid(g, grid, x + n * CHW, w, y + n * KPQ); });
+    return;
+  }
+  for_each_image(g.N, conv_flops(g), [&](int64_t n, bool par) {
+    const T* xn = load<kF16In>(x + n * CHW, CHW);
+    T* yn = out_ptr<kF16Out>(y + n * KPQ, KPQ);
+    forward_image(g, grid, xn, w, yn, par);
+    store(yn, y + n * KPQ, KPQ);
+  });
+}
+
+template <typename S>
+void conv_backward_data(const Conv2dGeometry& g, const S* gy, const compute_t<S>* w, S* gx) {
+  using T = compute_t<S>;
+  const int64_t CRS = g.col_rows(), PQ = g.col_cols(), CHW = g.C * g.H * g.W, KPQ = g.K * PQ;
   if (is_pointwise(g)) {  // gx[n] = w^T gy[n]
     for_each_image(g.N, conv_flops(g), [&](int64_t n, bool par) {
       auto mm = par ? gemm_parallel<T> : gemm_serial<T>;
-      mm(true, false, g.C, PQ, g.K, T(1), w, CRS, gy + n * g.K * PQ, PQ, T(0), gx + n * CHW, PQ);
+      const T* gyn = load<kF16In>(gy + n * KPQ, KPQ);
+      T* gxn = out_ptr<kF16Out>(gx + n * CHW, CHW);
+      mm(true, false, g.C, PQ, g.K, T(1), w, CRS, gyn, PQ, T(0), gxn, PQ);
+      store(gxn, gx + n * CHW, CHW);
     });
     return;
   }
@@ -196,13 +226,17 @@ void conv_backward_data(const Conv2dGeometry& g, const T* gy, const T* w, T* gx)
   for_each_image(g.N, conv_flops(g), [&](int64_t n, bool par) {
     auto mm = par ? gemm_parallel<T> : gemm_serial<T>;
     T* dcol = scratch<T, Slot::column>(size_t(CRS * PQ));
-    mm(true, false, CRS, PQ, g.K, T(1), w, CRS, gy + n * g.K * PQ, PQ, T(0), dcol, PQ);
-    col2im_image(g, dcol, gx + n * CHW);
+    const T* gyn = load<kF16In>(gy + n * KPQ, KPQ);
+    mm(true, false, CRS, PQ, g.K, T(1), w, CRS, gyn, PQ, T(0), dcol, PQ);
+    T* gxn = out_ptr<kF16Out>(gx + n * CHW, CHW);
+    col2im_image(g, dcol, gxn);
+    store(gxn, gx + n * CHW, CHW);
   });
 }
 
-template <typename T>
-void conv_backward_filter(const Conv2dGeometry& g, const T* x, const T* gy, T* gw) {
+template <typename S>
+void conv_backward_filter(const Conv2dGeometry& g, const S* x, const S* gy, S* gw) {
+  using T = compute_t<S>;
   const int64_t CRS = g.col_rows(), PQ = g.col_cols(), CHW = g.C * g.H * g.W, KCRS = g.K * CRS;
   const bool grid_path = is_stride1(g) && !is_pointwise(g);
   // Small images are stacked so each dot product of the GEMM runs over
@@ -213,24 +247,24 @@ void conv_backward_filter(const Conv2dGeometry& g, const T* x, const T* gy, T* g
 
   // acc += sum over images [n0, n0 + count) of gy[n] * col(x[n])^T.
   auto images = [&](int64_t n0, int64_t count, T* acc) {
-    const T* gyn = gy + n0 * g.K * PQ;
-    const T* xn = x + n0 * CHW;
-    if (grid_path) {
+    if (grid_path) {  // reads x and gy in the storage type, converting while copying to the grid
+      const S* gyn = gy + n0 * g.K * PQ;
       T* xpad = scratch<T, Slot::image>(grid.padded_size(g));
-      grid.pad(g, xn, count, xpad);
+      grid.pad(g, x + n0 * CHW, count, xpad);
       // gy on the grid: junk rows and extra columns are zero so they add nothing.
       T* gyg = scratch<T, Slot::output>(size_t(g.K * grid.cols));
       std::memset(gyg, 0, sizeof(T) * size_t(g.K * grid.cols));
       for (int64_t i = 0; i < count; ++i)
         for (int64_t k = 0; k < g.K; ++k)
           for (int64_t p = 0; p < g.P; ++p)
-            std::memcpy(gyg + k * grid.cols + (i * grid.Hp + p) * grid.Wp, gyn + ((i * g.K + k) * g.P + p) * g.Q,
-                        sizeof(T) * size_t(g.Q));
+            copy_values(gyn + ((i * g.K + k) * g.P + p) * g.Q, gyg + k * grid.cols + (i * grid.Hp + p) * grid.Wp, g.Q);
       std::vector<const T*> rows(static_cast<size_t>(CRS));
       for (int64_t r = 0; r < CRS; ++r) rows[size_t(r)] = xpad + grid.row_offset[size_t(r)];
       gemm_nt_rows<T>(g.K, CRS, grid.cols, T(1), gyg, grid.cols, rows.data(), T(1), acc, CRS);
       return;
     }
+    const T* gyn = load<kF16In>(gy + n0 * g.K * PQ, count * g.K * PQ);
+    const T* xn = load<kF16In2>(x + n0 * CHW, count * CHW);
     for (int64_t i = 0; i < count; ++i) {
       const T* col = xn + i * CHW;  // a pointwise convolution's image is its column matrix
       if (!is_pointwise(g)) {
@@ -257,35 +291,53 @@ void conv_backward_filter(const Conv2dGeometry& g, const T* x, const T* gy, T* g
     for (int64_t n = t * per; n < end; n += stack) images(n, std::min(stack, end - n), acc.data());
   }
   // Fixed-order reduction of the partials.
+  T* out = out_ptr<kF16Out>(gw, KCRS);
   parallel_for(0, KCRS, 4096, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       T s = partial[0][size_t(i)];
       for (int t = 1; t < threads; ++t) s += partial[size_t(t)][size_t(i)];
-      gw[i] = s;
+      out[i] = s;
     }
   });
+  store(out, gw, KCRS);
+}
+
+// w [n] in the compute type: itself, or (f16) converted into `buf`.
+template <typename S>
+const compute_t<S>* weights_as_compute(const S* w, int64_t n, std::vector<float>& buf) {
+  if constexpr (is_f16_v<S>) {
+    buf.resize(size_t(n));
+    h2f(w, buf.data(), n);
+    return buf.data();
+  } else {
+    return w;
+  }
 }
 
 }  // namespace
 
 void conv2d_forward(DType dt, const Conv2dGeometry& g, const void* x, const void* w, void* y, Stream) {
-  dispatch_float(dt, "conv2d_forward", [&](auto zero) {
-    using T = decltype(zero);
-    conv_forward(g, static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y));
+  dispatch_storage(dt, "conv2d_forward", [&](auto zero) {
+    using S = decltype(zero);
+    std::vector<float> wbuf;
+    conv_forward(g, static_cast<const S*>(x), weights_as_compute(static_cast<const S*>(w), g.K * g.col_rows(), wbuf),
+                 static_cast<S*>(y));
   });
 }
 
 void conv2d_backward_data(DType dt, const Conv2dGeometry& g, const void* gy, const void* w, void* gx, Stream) {
-  dispatch_float(dt, "conv2d_backward_data", [&](auto zero) {
-    using T = decltype(zero);
-    conv_backward_data(g, static_cast<const T*>(gy), static_cast<const T*>(w), static_cast<T*>(gx));
+  dispatch_storage(dt, "conv2d_backward_data", [&](auto zero) {
+    using S = decltype(zero);
+    std::vector<float> wbuf;
+    conv_backward_data(g, static_cast<const S*>(gy),
+                       weights_as_compute(static_cast<const S*>(w), g.K * g.col_rows(), wbuf), static_cast<S*>(gx));
   });
 }
 
 void conv2d_backward_filter(DType dt, const Conv2dGeometry& g, const void* x, const void* gy, void* gw, Stream) {
-  dispatch_float(dt, "conv2d_backward_filter", [&](auto zero) {
-    using T = decltype(zero);
-    conv_backward_filter(g, static_cast<const T*>(x), static_cast<const T*>(gy), static_cast<T*>(gw));
+  dispatch_storage(dt, "conv2d_backward_filter", [&](auto zero) {
+    using S = decltype(zero);
+    conv_backward_filter(g, static_cast<const S*>(x), static_cast<const S*>(gy), static_cast<S*>(gw));
   });
 }
 

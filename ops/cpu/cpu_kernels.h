@@ -2,15 +2,17 @@
 // ops/kernels.h (same names and signatures, namespace ember::cpu), plus the
 // helpers the CPU files share. cpu_kernels.cpp puts them in the table.
 //
-// Every kernel supports f32 and f64 (f64 exists for the gradient checks) and
-// parallelises with engine/parallel.h. Shapes are in ops/kernels.h.
+// Every kernel supports f32, f64 (f64 exists for the gradient checks) and f16
+// (storage only: f32 arithmetic, see ops/cpu/f16_util.h and ops/kernels.h)
+// and parallelises with engine/parallel.h. Shapes are in ops/kernels.h.
 #pragma once
 #include "engine/error.h"
 #include "ops/kernels.h"
 
 namespace ember::cpu {
 
-// Calls f(T{}) with T = float or double for dt; any other dtype is an error.
+// Calls f(T{}) with T = float or double for dt; any other dtype is an error
+// (the f16-aware kernels use dispatch_storage in f16_util.h instead).
 template <typename F>
 decltype(auto) dispatch_float(DType dt, const char* kernel, F&& f) {
   switch (dt) {

@@ -6,12 +6,14 @@
 // An output may be the very same array as an input (in-place add, relu or
 // gradient accumulation); `#pragma omp simd` states that this is safe (each
 // element is read before it is written) without a runtime aliasing check.
-// Partially overlapping arrays are not supported.
+// Partially overlapping arrays are not supported. f16 runs the same loops in
+// f32 over converted chunks (ops/cpu/f16_util.h), rounding once on store.
 #include <algorithm>
 #include <vector>
 
 #include "engine/parallel.h"
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/f16_util.h"
 
 namespace ember::cpu {
 
@@ -20,85 +22,114 @@ constexpr int64_t kGrain = 1 << 15;  // elements below which a loop runs on one 
 
 // Grain in items for a parallel_for whose items cost `per_item` elements each.
 int64_t grain_for(int64_t per_item) { return std::max<int64_t>(1, kGrain / std::max<int64_t>(1, per_item)); }
+
+// Runs body(lo, len) over [0, n) on the threads, in chunks of chunk_for<S>.
+template <typename S, typename F>
+void for_chunks(int64_t n, F&& body) {
+  parallel_for(0, n, kGrain, [&](int64_t lo, int64_t hi) {
+    const int64_t step = chunk_for<S>(hi - lo);
+    for (int64_t b = lo; b < hi; b += step) body(b, std::min(step, hi - b));
+  });
+}
 }  // namespace
 
 // y = a + b                                                 a, b, y: [n]
 void add(DType dt, const void* a, const void* b, void* y, int64_t n, Stream) {
-  dispatch_float(dt, "add", [&](auto zero) {
-    using T = decltype(zero);
-    const T* pa = static_cast<const T*>(a);
-    const T* pb = static_cast<const T*>(b);
-    T* py = static_cast<T*>(y);
-    parallel_for(0, n, kGrain, [&](int64_t lo, int64_t hi) {
+  dispatch_storage(dt, "add", [&](auto zero) {
+    using S = decltype(zero);
+    using T = compute_t<S>;
+    for_chunks<S>(n, [&](int64_t o, int64_t m) {
+      const T* pa = load<0>(static_cast<const S*>(a) + o, m);
+      const T* pb = load<1>(static_cast<const S*>(b) + o, m);
+      T* py = out_ptr<2>(static_cast<S*>(y) + o, m);
 #pragma omp simd
-      for (int64_t i = lo; i < hi; ++i) py[i] = pa[i] + pb[i];
+      for (int64_t i = 0; i < m; ++i) py[i] = pa[i] + pb[i];
+      store(py, static_cast<S*>(y) + o, m);
     });
   });
 }
 
 // y = alpha * x + beta * y; beta == 0 never reads y        x, y: [n]
 void axpby(DType dt, double alpha, const void* x, double beta, void* y, int64_t n, Stream) {
-  dispatch_float(dt, "axpby", [&](auto zero) {
-    using T = decltype(zero);
-    const T* px = static_cast<const T*>(x);
-    T* py = static_cast<T*>(y);
+  dispatch_storage(dt, "axpby", [&](auto zero) {
+    using S = decltype(zero);
+    using T = compute_t<S>;
     const T a = static_cast<T>(alpha), bt = static_cast<T>(beta);
-    parallel_for(0, n, kGrain, [&](int64_t lo, int64_t hi) {
+    for_chunks<S>(n, [&](int64_t o, int64_t m) {
+      const T* px = load<0>(static_cast<const S*>(x) + o, m);
+      T* py;
       if (beta == 0.0) {
+        py = out_ptr<1>(static_cast<S*>(y) + o, m);
 #pragma omp simd
-        for (int64_t i = lo; i < hi; ++i) py[i] = a * px[i];
-      } else if (alpha == 1.0 && beta == 1.0) {  // gradient accumulation
-#pragma omp simd
-        for (int64_t i = lo; i < hi; ++i) py[i] += px[i];
+        for (int64_t i = 0; i < m; ++i) py[i] = a * px[i];
       } else {
+        py = const_cast<T*>(load<1>(static_cast<const S*>(y) + o, m));
+        if (alpha == 1.0 && beta == 1.0) {  // gradient accumulation
 #pragma omp simd
-        for (int64_t i = lo; i < hi; ++i) py[i] = a * px[i] + bt * py[i];
+          for (int64_t i = 0; i < m; ++i) py[i] += px[i];
+        } else {
+#pragma omp simd
+          for (int64_t i = 0; i < m; ++i) py[i] = a * px[i] + bt * py[i];
+        }
       }
+      store(py, static_cast<S*>(y) + o, m);
     });
   });
 }
 
 // y = max(x, 0); NaN stays NaN (as in PyTorch)              x, y: [n]
 void relu_forward(DType dt, const void* x, void* y, int64_t n, Stream) {
-  dispatch_float(dt, "relu_forward", [&](auto zero) {
-    using T = decltype(zero);
-    const T* px = static_cast<const T*>(x);
-    T* py = static_cast<T*>(y);
-    parallel_for(0, n, kGrain, [&](int64_t lo, int64_t hi) {
+  dispatch_storage(dt, "relu_forward", [&](auto zero) {
+    using S = decltype(zero);
+    using T = compute_t<S>;
+    for_chunks<S>(n, [&](int64_t o, int64_t m) {
+      const T* px = load<0>(static_cast<const S*>(x) + o, m);
+      T* py = out_ptr<1>(static_cast<S*>(y) + o, m);
 #pragma omp simd
-      for (int64_t i = lo; i < hi; ++i) py[i] = px[i] < T(0) ? T(0) : px[i];
+      for (int64_t i = 0; i < m; ++i) py[i] = px[i] < T(0) ? T(0) : px[i];
+      store(py, static_cast<S*>(y) + o, m);
     });
   });
 }
 
 // gx = y > 0 ? gy : 0  (y is relu's output)                 y, gy, gx: [n]
 void relu_backward(DType dt, const void* y, const void* gy, void* gx, int64_t n, Stream) {
-  dispatch_float(dt, "relu_backward", [&](auto zero) {
-    using T = decltype(zero);
-    const T* py = static_cast<const T*>(y);
-    const T* pgy = static_cast<const T*>(gy);
-    T* pgx = static_cast<T*>(gx);
-    parallel_for(0, n, kGrain, [&](int64_t lo, int64_t hi) {
+  dispatch_storage(dt, "relu_backward", [&](auto zero) {
+    using S = decltype(zero);
+    using T = compute_t<S>;
+    for_chunks<S>(n, [&](int64_t o, int64_t m) {
+      const T* py = load<0>(static_cast<const S*>(y) + o, m);
+      const T* pgy = load<1>(static_cast<const S*>(gy) + o, m);
+      T* pgx = out_ptr<2>(static_cast<S*>(gx) + o, m);
 #pragma omp simd
-      for (int64_t i = lo; i < hi; ++i) {
+      for (int64_t i = 0; i < m; ++i) {
         const T g = pgy[i];  // loaded unconditionally so the select vectorises
         pgx[i] = py[i] > T(0) ? g : T(0);
       }
+      store(pgx, static_cast<S*>(gx) + o, m);
     });
   });
 }
 
 // y[o, c, i] += b[c]                         y: [outer, channels, inner]  b: [channels]
 void bias_add(DType dt, void* y, const void* b, int64_t outer, int64_t channels, int64_t inner, Stream) {
-  dispatch_float(dt, "bias_add", [&](auto zero) {
-    using T = decltype(zero);
-    T* __restrict py = static_cast<T*>(y);
-    const T* __restrict pb = static_cast<const T*>(b);
+  dispatch_storage(dt, "bias_add", [&](auto zero) {
+    using S = decltype(zero);
+    using T = compute_t<S>;
+    S* sy = static_cast<S*>(y);
+    std::vector<T> bias(static_cast<size_t>(channels));  // b in the compute type
+    if constexpr (is_f16_v<S>) {
+      h2f(static_cast<const S*>(b), bias.data(), channels);
+    } else {
+      std::copy(static_cast<const S*>(b), static_cast<const S*>(b) + channels, bias.begin());
+    }
+    const T* __restrict pb = bias.data();
     if (inner == 1) {  // y: [outer, channels] (linear layers): vectorise along channels
       parallel_for(0, outer, grain_for(channels), [&](int64_t lo, int64_t hi) {
         for (int64_t o = lo; o < hi; ++o) {
-          T* row = py + o * channels;
+          T* row = const_cast<T*>(load<0>(sy + o * channels, channels));
           for (int64_t c = 0; c < channels; ++c) row[c] += pb[c];
+          store(row, sy + o * channels, channels);
         }
       });
       return;
@@ -106,9 +137,10 @@ void bias_add(DType dt, void* y, const void* b, int64_t outer, int64_t channels,
     // one plane y[o, c, :] per item
     parallel_for(0, outer * channels, grain_for(inner), [&](int64_t lo, int64_t hi) {
       for (int64_t p = lo; p < hi; ++p) {
-        T* plane = py + p * inner;
+        T* plane = const_cast<T*>(load<0>(sy + p * inner, inner));
         const T v = pb[p % channels];
         for (int64_t i = 0; i < inner; ++i) plane[i] += v;
+        store(plane, sy + p * inner, inner);
       }
     });
   });
@@ -117,19 +149,27 @@ void bias_add(DType dt, void* y, const void* b, int64_t outer, int64_t channels,
 // gb[c] = sum over o, i of gy[o, c, i] (accumulated in double)
 //   gy: [outer, channels, inner]   gb: [channels]
 void bias_backward(DType dt, const void* gy, void* gb, int64_t outer, int64_t channels, int64_t inner, Stream) {
-  dispatch_float(dt, "bias_backward", [&](auto zero) {
-    using T = decltype(zero);
-    const T* __restrict pgy = static_cast<const T*>(gy);
-    T* __restrict pgb = static_cast<T*>(gb);
+  dispatch_storage(dt, "bias_backward", [&](auto zero) {
+    using S = decltype(zero);
+    using T = compute_t<S>;
+    const S* sgy = static_cast<const S*>(gy);
+    S* __restrict pgb = static_cast<S*>(gb);
+    auto put = [&](int64_t c, double v) {
+      if constexpr (is_f16_v<S>) {
+        pgb[c] = f16{float_to_half(double_to_float_odd(v))};
+      } else {
+        pgb[c] = static_cast<S>(v);
+      }
+    };
     if (inner == 1) {  // gy: [outer, channels]: each thread sums a range of columns down the rows
       parallel_for(0, channels, grain_for(outer), [&](int64_t lo, int64_t hi) {
         std::vector<double> acc(size_t(hi - lo), 0.0);
         double* __restrict pa = acc.data();
         for (int64_t o = 0; o < outer; ++o) {
-          const T* row = pgy + o * channels + lo;
+          const T* row = load<0>(sgy + o * channels + lo, hi - lo);
           for (int64_t c = 0; c < hi - lo; ++c) pa[c] += row[c];
         }
-        for (int64_t c = lo; c < hi; ++c) pgb[c] = static_cast<T>(pa[c - lo]);
+        for (int64_t c = lo; c < hi; ++c) put(c, pa[c - lo]);
       });
       return;
     }
@@ -137,11 +177,11 @@ void bias_backward(DType dt, const void* gy, void* gb, int64_t outer, int64_t ch
       for (int64_t c = lo; c < hi; ++c) {
         double s = 0.0;
         for (int64_t o = 0; o < outer; ++o) {
-          const T* plane = pgy + (o * channels + c) * inner;
+          const T* plane = load<0>(sgy + (o * channels + c) * inner, inner);
 #pragma omp simd reduction(+ : s)
           for (int64_t i = 0; i < inner; ++i) s += plane[i];
         }
-        pgb[c] = static_cast<T>(s);
+        put(c, s);
       }
     });
   });

@@ -7,6 +7,11 @@
 // C is one micro-kernel call that keeps the whole tile in registers.
 // Padding rows/columns of partial panels are packed as zeros, so the
 // micro-kernel has no edge cases; partial tiles are stored through a buffer.
+//
+// f16 (the `gemm` kernel only): A and B are converted to f32 copies (in
+// parallel, vectorised), C is computed by the f32 GEMM into an f32 buffer
+// (holding beta * C converted from f16 when beta != 0) and rounded once into
+// the f16 C. The conversions are O(MK + KN + MN) against O(MNK) arithmetic.
 #include "ops/cpu/gemm.h"
 
 #include <algorithm>
@@ -16,6 +21,7 @@
 
 #include "engine/parallel.h"
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/f16_util.h"
 
 namespace ember::cpu {
 namespace {
@@ -353,8 +359,46 @@ EMBER_GEMM_INSTANTIATE(double)
 #undef EMBER_GEMM_INSTANTIATE
 
 
+namespace {
+
+// rows x cols f16 matrix with leading dimension ld -> dense f32 [rows, cols].
+void rows_to_float(const f16* src, int64_t ld, int64_t rows, int64_t cols, float* dst) {
+  parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, cols)), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) h2f(src + r * ld, dst + r * cols, cols);
+  });
+}
+
+// C [M, N] (ldc) = alpha * op(A) * op(B) + beta * C, all f16, through f32.
+void gemm_f16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const f16* A, int64_t lda,
+              const f16* B, int64_t ldb, float beta, f16* C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  const int64_t a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
+  const int64_t b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
+  // The calling thread's grow-only buffers (no allocation or page faults per call).
+  float* af = local_buffer<float, 20>(std::max<int64_t>(1, a_rows * a_cols));
+  float* bf = local_buffer<float, 21>(std::max<int64_t>(1, b_rows * b_cols));
+  float* cf = local_buffer<float, 22>(M * N);
+  if (K > 0) {
+    rows_to_float(A, lda, a_rows, a_cols, af);
+    rows_to_float(B, ldb, b_rows, b_cols, bf);
+  }
+  if (beta != 0.0f) rows_to_float(C, ldc, M, N, cf);
+  gemm_parallel<float>(trans_a, trans_b, M, N, K, alpha, af, std::max<int64_t>(1, a_cols), bf,
+                       std::max<int64_t>(1, b_cols), beta, cf, N);
+  parallel_for(0, M, std::max<int64_t>(1, 16384 / N), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) f2h(cf + r * N, C + r * ldc, N);
+  });
+}
+
+}  // namespace
+
 void gemm(DType dt, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const void* A,
           int64_t lda, const void* B, int64_t ldb, double beta, void* C, int64_t ldc, Stream) {
+  if (dt == DType::f16) {
+    gemm_f16(trans_a, trans_b, M, N, K, float(alpha), static_cast<const f16*>(A), lda, static_cast<const f16*>(B),
+             ldb, float(beta), static_cast<f16*>(C), ldc);
+    return;
+  }
   dispatch_float(dt, "gemm", [&](auto zero) {
     using T = decltype(zero);
     gemm_parallel<T>(trans_a, trans_b, M, N, K, T(alpha), static_cast<const T*>(A), lda, static_cast<const T*>(B),

@@ -1,13 +1,15 @@
 // ops/cpu/im2col.cpp — im2col / col2im (Caffe's lowering of convolution to
 // GEMM) and their kernel entries. Each row of the column matrix is one
 // (c, r, s) tap; runs of output columns that land inside the image are copied
-// with memcpy (stride 1) or a strided loop, the rest are zeros.
+// with memcpy (stride 1) or a strided loop, the rest are zeros. For f16,
+// im2col only moves bits (exact); col2im sums in f32 and rounds once.
 #include "ops/cpu/im2col.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/f16_util.h"
 
 namespace ember::cpu {
 namespace {
@@ -39,7 +41,7 @@ void im2col_image(const Conv2dGeometry& g, const T* x, T* col) {
           T* out = row + p * g.Q;
           const int64_t h = p * g.stride_h - g.pad_h + r;
           if (h < 0 || h >= g.H) {
-            std::memset(out, 0, sizeof(T) * size_t(g.Q));
+            std::memset(static_cast<void*>(out), 0, sizeof(T) * size_t(g.Q));
             continue;
           }
           const T* in = x + (c * g.H + h) * g.W - g.pad_w + s;
@@ -79,20 +81,25 @@ void col2im_image(const Conv2dGeometry& g, const T* col, T* x) {
 
 template void im2col_image<float>(const Conv2dGeometry&, const float*, float*);
 template void im2col_image<double>(const Conv2dGeometry&, const double*, double*);
+template void im2col_image<f16>(const Conv2dGeometry&, const f16*, f16*);
 template void col2im_image<float>(const Conv2dGeometry&, const float*, float*);
 template void col2im_image<double>(const Conv2dGeometry&, const double*, double*);
 
 void im2col(DType dt, const Conv2dGeometry& g, const void* x, void* col, Stream) {
-  dispatch_float(dt, "im2col", [&](auto zero) {
+  dispatch_storage(dt, "im2col", [&](auto zero) {
     using T = decltype(zero);
     im2col_image(g, static_cast<const T*>(x), static_cast<T*>(col));
   });
 }
 
 void col2im(DType dt, const Conv2dGeometry& g, const void* col, void* x, Stream) {
-  dispatch_float(dt, "col2im", [&](auto zero) {
-    using T = decltype(zero);
-    col2im_image(g, static_cast<const T*>(col), static_cast<T*>(x));
+  dispatch_storage(dt, "col2im", [&](auto zero) {
+    using S = decltype(zero);
+    const int64_t col_n = g.col_rows() * g.col_cols(), x_n = g.C * g.H * g.W;
+    auto* xs = static_cast<S*>(x);
+    compute_t<S>* xc = out_ptr<1>(xs, x_n);
+    col2im_image(g, load<0>(static_cast<const S*>(col), col_n), xc);
+    store(xc, xs, x_n);
   });
 }
 

@@ -8,11 +8,14 @@
 // (the target sums to one). Row sums are accumulated in double. Labels are
 // checked on the calling thread before any work, so a bad label is an
 // ember::Error, never an exception inside a parallel region.
+// f16 logits (and glogits) are converted per row; probs, losses and
+// grad_loss are f32 then (ops/kernels.h), and all arithmetic is in f32/f64.
 #include <algorithm>
 #include <cmath>
 
 #include "engine/parallel.h"
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/f16_util.h"
 
 namespace ember::cpu {
 
@@ -28,17 +31,18 @@ int64_t grain_rows(int64_t classes) { return std::max<int64_t>(1, 8192 / std::ma
 //   logits, probs: [N, classes]   labels: i64 [N]   losses: [N]
 void softmax_cross_entropy_forward(DType dt, const void* logits, const int64_t* labels, void* losses, void* probs,
                                    int64_t N, int64_t classes, double smoothing, Stream) {
-  dispatch_float(dt, "softmax_cross_entropy_forward", [&](auto zero) {
-    using T = decltype(zero);
-    using P = T;  // loss type (f32 for f32, f64 for f64)
+  dispatch_storage(dt, "softmax_cross_entropy_forward", [&](auto zero) {
+    using S = decltype(zero);
+    using T = compute_t<S>;
+    using P = T;  // loss and probs type (f32 for f16 and f32, f64 for f64)
     check_labels(labels, N, classes, "softmax_cross_entropy_forward");
-    const T* px = static_cast<const T*>(logits);
+    const S* sx = static_cast<const S*>(logits);
     T* pp = static_cast<T*>(probs);
     P* pl = static_cast<P*>(losses);
     const double on = 1.0 - smoothing, off = smoothing / double(classes);
     parallel_for(0, N, grain_rows(classes), [&](int64_t lo, int64_t hi) {
       for (int64_t n = lo; n < hi; ++n) {
-        const T* x = px + n * classes;
+        const T* x = load<0>(sx + n * classes, classes);
         T* p = pp + n * classes;
         T m = x[0];
         for (int64_t c = 1; c < classes; ++c) m = std::max(m, x[c]);
@@ -63,22 +67,24 @@ void softmax_cross_entropy_forward(DType dt, const void* logits, const int64_t* 
 void softmax_cross_entropy_backward(DType dt, const void* probs, const int64_t* labels, const void* grad_loss,
                                     double scale, void* glogits, int64_t N, int64_t classes, double smoothing,
                                     Stream) {
-  dispatch_float(dt, "softmax_cross_entropy_backward", [&](auto zero) {
-    using T = decltype(zero);
+  dispatch_storage(dt, "softmax_cross_entropy_backward", [&](auto zero) {
+    using S = decltype(zero);
+    using T = compute_t<S>;
     using P = T;
     check_labels(labels, N, classes, "softmax_cross_entropy_backward");
     const T* pp = static_cast<const T*>(probs);
-    T* pg = static_cast<T*>(glogits);
+    S* sg = static_cast<S*>(glogits);
     const double k = double(static_cast<const P*>(grad_loss)[0]) * scale;
     const T kt = T(k), off = T(smoothing / double(classes));
     const T hit = T(1.0 - smoothing + smoothing / double(classes));  // target of the label's class
     parallel_for(0, N, grain_rows(classes), [&](int64_t lo, int64_t hi) {
       for (int64_t n = lo; n < hi; ++n) {
         const T* p = pp + n * classes;
-        T* g = pg + n * classes;
+        T* g = out_ptr<0>(sg + n * classes, classes);
 #pragma omp simd
         for (int64_t c = 0; c < classes; ++c) g[c] = kt * (p[c] - off);
         g[labels[n]] = kt * (p[labels[n]] - hit);
+        store(g, sg + n * classes, classes);
       }
     });
   });

@@ -6,13 +6,15 @@
 // atomics. Max pooling records, for each output, the index h*W + w of the
 // winner inside its input plane: windows only visit real pixels (padding is
 // never selected), the first maximum in row-major scan order wins ties, and
-// a NaN wins over numbers (as in PyTorch).
+// a NaN wins over numbers (as in PyTorch). f16 planes are converted to f32
+// (thread-local buffers), processed in f32 and rounded once on store.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "engine/parallel.h"
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/f16_util.h"
 
 namespace ember::cpu {
 
@@ -27,15 +29,16 @@ inline int64_t bin_end(int64_t i, int64_t in, int64_t out) { return ((i + 1) * i
 
 //   x: [N, C, H, W]   y, argmax (i32): [N, C, P, Q]
 void max_pool2d_forward(DType dt, const Pool2dGeometry& g, const void* x, void* y, int32_t* argmax, Stream) {
-  dispatch_float(dt, "max_pool2d_forward", [&](auto zero) {
-    using T = decltype(zero);
-    const T* px = static_cast<const T*>(x);
-    T* py = static_cast<T*>(y);
+  dispatch_storage(dt, "max_pool2d_forward", [&](auto zero) {
+    using S = decltype(zero);
+    using T = compute_t<S>;
+    const S* sx = static_cast<const S*>(x);
+    S* sy = static_cast<S*>(y);
     const int64_t H = g.H, W = g.W, P = g.P, Q = g.Q;
     parallel_for(0, g.N * g.C, grain_for(H * W + P * Q), [&](int64_t lo, int64_t hi) {
       for (int64_t plane = lo; plane < hi; ++plane) {
-        const T* xp = px + plane * H * W;
-        T* yp = py + plane * P * Q;
+        const T* xp = load<0>(sx + plane * H * W, H * W);
+        T* yp = out_ptr<1>(sy + plane * P * Q, P * Q);
         int32_t* ap = argmax + plane * P * Q;
         for (int64_t p = 0; p < P; ++p) {
           const int64_t h0 = std::max<int64_t>(0, p * g.stride_h - g.pad_h);
@@ -58,6 +61,7 @@ void max_pool2d_forward(DType dt, const Pool2dGeometry& g, const void* x, void* 
             ap[p * Q + q] = int32_t(where);
           }
         }
+        store(yp, sy + plane * P * Q, P * Q);
       }
     });
   });
@@ -68,19 +72,21 @@ void max_pool2d_forward(DType dt, const Pool2dGeometry& g, const void* x, void* 
 //   gy, argmax: [N, C, P, Q]   gx: [N, C, H, W]
 void max_pool2d_backward(DType dt, const Pool2dGeometry& g, const void*, const void*, const void* gy,
                          const int32_t* argmax, void* gx, Stream) {
-  dispatch_float(dt, "max_pool2d_backward", [&](auto zero) {
-    using T = decltype(zero);
-    const T* pgy = static_cast<const T*>(gy);
-    T* pgx = static_cast<T*>(gx);
+  dispatch_storage(dt, "max_pool2d_backward", [&](auto zero) {
+    using S = decltype(zero);
+    using T = compute_t<S>;
+    const S* sgy = static_cast<const S*>(gy);
+    S* sgx = static_cast<S*>(gx);
     const int64_t HW = g.H * g.W, PQ = g.P * g.Q;
     parallel_for(0, g.N * g.C, grain_for(HW + PQ), [&](int64_t lo, int64_t hi) {
       for (int64_t plane = lo; plane < hi; ++plane) {
-        T* gxp = pgx + plane * HW;
-        const T* gyp = pgy + plane * PQ;
+        T* gxp = out_ptr<0>(sgx + plane * HW, HW);
+        const T* gyp = load<1>(sgy + plane * PQ, PQ);
         const int32_t* ap = argmax + plane * PQ;
         std::fill(gxp, gxp + HW, T(0));
         for (int64_t j = 0; j < PQ; ++j)
           if (ap[j] >= 0) gxp[ap[j]] += gyp[j];
+        store(gxp, sgx + plane * HW, HW);
       }
     });
   });
@@ -90,19 +96,21 @@ void max_pool2d_backward(DType dt, const Pool2dGeometry& g, const void*, const v
 //   x: [planes, H, W]   y: [planes, OH, OW]
 void adaptive_avg_pool2d_forward(DType dt, const void* x, void* y, int64_t planes, int64_t H, int64_t W, int64_t OH,
                                  int64_t OW, Stream) {
-  dispatch_float(dt, "adaptive_avg_pool2d_forward", [&](auto zero) {
-    using T = decltype(zero);
-    const T* px = static_cast<const T*>(x);
-    T* py = static_cast<T*>(y);
+  dispatch_storage(dt, "adaptive_avg_pool2d_forward", [&](auto zero) {
+    using S = decltype(zero);
+    using T = compute_t<S>;
+    const S* sx = static_cast<const S*>(x);
+    S* sy = static_cast<S*>(y);
     parallel_for(0, planes, grain_for(H * W + OH * OW), [&](int64_t lo, int64_t hi) {
       for (int64_t plane = lo; plane < hi; ++plane) {
-        const T* xp = px + plane * H * W;
-        T* yp = py + plane * OH * OW;
+        const T* xp = load<0>(sx + plane * H * W, H * W);
+        T* yp = out_ptr<1>(sy + plane * OH * OW, OH * OW);
         if (OH == 1 && OW == 1) {  // global average pooling (the ResNet head)
           double s = 0.0;
 #pragma omp simd reduction(+ : s)
           for (int64_t i = 0; i < H * W; ++i) s += xp[i];
           yp[0] = T(s / double(H * W));
+          store(yp, sy + plane, 1);
           continue;
         }
         for (int64_t i = 0; i < OH; ++i) {
@@ -115,6 +123,7 @@ void adaptive_avg_pool2d_forward(DType dt, const void* x, void* y, int64_t plane
             yp[i * OW + j] = T(s / double((h1 - h0) * (w1 - w0)));
           }
         }
+        store(yp, sy + plane * OH * OW, OH * OW);
       }
     });
   });
@@ -125,17 +134,19 @@ void adaptive_avg_pool2d_forward(DType dt, const void* x, void* y, int64_t plane
 //   gy: [planes, OH, OW]   gx: [planes, H, W]
 void adaptive_avg_pool2d_backward(DType dt, const void* gy, void* gx, int64_t planes, int64_t H, int64_t W,
                                   int64_t OH, int64_t OW, Stream) {
-  dispatch_float(dt, "adaptive_avg_pool2d_backward", [&](auto zero) {
-    using T = decltype(zero);
-    const T* pgy = static_cast<const T*>(gy);
-    T* pgx = static_cast<T*>(gx);
+  dispatch_storage(dt, "adaptive_avg_pool2d_backward", [&](auto zero) {
+    using S = decltype(zero);
+    using T = compute_t<S>;
+    const S* sgy = static_cast<const S*>(gy);
+    S* sgx = static_cast<S*>(gx);
     parallel_for(0, planes, grain_for(H * W + OH * OW), [&](int64_t lo, int64_t hi) {
       for (int64_t plane = lo; plane < hi; ++plane) {
-        T* gxp = pgx + plane * H * W;
-        const T* gyp = pgy + plane * OH * OW;
+        T* gxp = out_ptr<0>(sgx + plane * H * W, H * W);
+        const T* gyp = load<1>(sgy + plane * OH * OW, OH * OW);
         if (OH == 1 && OW == 1) {
           const T v = T(double(gyp[0]) / double(H * W));
           for (int64_t i = 0; i < H * W; ++i) gxp[i] = v;
+          store(gxp, sgx + plane * H * W, H * W);
           continue;
         }
         std::fill(gxp, gxp + H * W, T(0));
@@ -148,6 +159,7 @@ void adaptive_avg_pool2d_backward(DType dt, const void* gy, void* gx, int64_t pl
               for (int64_t w = w0; w < w1; ++w) gxp[h * W + w] += v;
           }
         }
+        store(gxp, sgx + plane * H * W, H * W);
       }
     });
   });

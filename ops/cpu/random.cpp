@@ -10,24 +10,34 @@
 // The multiply-adds are explicit fma calls, as in cuda/kernels/random.cu, so
 // the two backends round identically whatever each compiler contracts.
 // Threads take ranges of blocks; the value is computed in double and rounded
-// once to the output type.
+// once to the output type (f16: through round-to-odd f32, one rounding).
 #include <algorithm>
 #include <cmath>
 
 #include "engine/parallel.h"
 #include "engine/rng.h"
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/f16_util.h"
 
 namespace ember::cpu {
 
 namespace {
 constexpr int64_t kGrainBlocks = 1 << 12;  // Philox blocks below which a fill runs on one thread
 constexpr double kTwoPi = 6.283185307179586476925286766559;
+
+template <typename S>
+inline S round_from_double(double v) {
+  if constexpr (is_f16_v<S>) {
+    return f16{float_to_half(double_to_float_odd(v))};
+  } else {
+    return S(v);
+  }
+}
 }  // namespace
 
 // y = lo + (hi - lo) * u,  u in [0, 1)                      y: [n]
 void random_uniform(DType dt, void* y, int64_t n, uint64_t seed, uint64_t offset, double lo, double hi, Stream) {
-  dispatch_float(dt, "random_uniform", [&](auto zero) {
+  dispatch_storage(dt, "random_uniform", [&](auto zero) {
     using T = decltype(zero);
     T* py = static_cast<T*>(y);
     const double range = hi - lo;
@@ -36,7 +46,7 @@ void random_uniform(DType dt, void* y, int64_t n, uint64_t seed, uint64_t offset
       for (int64_t blk = b0; blk < b1; ++blk) {
         const PhiloxBlock r = philox4x32(seed, offset + uint64_t(blk), 0);
         const int64_t i0 = blk * 4, m = std::min<int64_t>(4, n - i0);
-        for (int64_t k = 0; k < m; ++k) py[i0 + k] = T(std::fma(range, double(u32_to_unit(r.w[k])), lo));
+        for (int64_t k = 0; k < m; ++k) py[i0 + k] = round_from_double<T>(std::fma(range, double(u32_to_unit(r.w[k])), lo));
       }
     });
   });
@@ -45,7 +55,7 @@ void random_uniform(DType dt, void* y, int64_t n, uint64_t seed, uint64_t offset
 // y = mean + std * z,  z standard normal                   y: [n]
 void random_normal(DType dt, void* y, int64_t n, uint64_t seed, uint64_t offset, double mean, double std,
                    Stream) {
-  dispatch_float(dt, "random_normal", [&](auto zero) {
+  dispatch_storage(dt, "random_normal", [&](auto zero) {
     using T = decltype(zero);
     T* py = static_cast<T*>(y);
     const int64_t pairs = (std::max<int64_t>(n, 0) + 1) / 2;
@@ -54,8 +64,8 @@ void random_normal(DType dt, void* y, int64_t n, uint64_t seed, uint64_t offset,
         const PhiloxBlock r = philox4x32(seed, offset + uint64_t(j), 0);
         const double radius = std::sqrt(-2.0 * std::log(double(u32_to_unit_open0(r.w[0]))));
         const double theta = kTwoPi * double(u32_to_unit(r.w[1]));
-        py[2 * j] = T(std::fma(std * radius, std::cos(theta), mean));
-        if (2 * j + 1 < n) py[2 * j + 1] = T(std::fma(std * radius, std::sin(theta), mean));
+        py[2 * j] = round_from_double<T>(std::fma(std * radius, std::cos(theta), mean));
+        if (2 * j + 1 < n) py[2 * j + 1] = round_from_double<T>(std::fma(std * radius, std::sin(theta), mean));
       }
     });
   });

@@ -1,7 +1,8 @@
 // tests/cuda/test_cudnn.cpp — the cuDNN/cuBLAS table against the hand-written
 // CUDA kernels on the same device and inputs: convolution (three passes),
 // batch norm (train forward/backward, inference forward), max pooling and
-// GEMM. Runs on a GPU with cuDNN; skips (with the reason) on the emulator and
+// GEMM, in f32 and f64, and in f16 (f16 tensors with f32 compute, f32
+// batch-norm parameters). Runs on a GPU with cuDNN; skips (with the reason) on the emulator and
 // without a GPU. Both tables are also checked against the CPU by the op
 // harness (tests/test_ops.cpp).
 #include <cmath>
@@ -149,4 +150,85 @@ TEST_CASE("cudnn vs native: batch norm, max pooling, GEMM") {
         CHECK(max_rel_diff(mm.second, mm.first) < tol);
       }
   }
+}
+
+TEST_CASE("cudnn vs native in f16: f16 tensors, f32 compute and f32 batch-norm parameters") {
+  if (!cudnn_present()) return;
+  const DType h = DType::f16, f = DType::f32;
+  const double tol = 5e-3;  // both round f32 results once to f16 (a few f16 ulps of (1 + |value|))
+  const Stream s = testing::cuda_stream();
+  const Conv2dGeometry g = make_conv2d_geometry(4, 16, 14, 14, 16, 3, 3, 1, 1, 1, 1);
+  const Tensor x = to_cuda(random_values(size_t(g.N * g.C * g.H * g.W), 21), {g.N, g.C, g.H, g.W}, h);
+  const Tensor w = to_cuda(random_values(size_t(g.K * g.C * g.R * g.S), 22), {g.K, g.C, g.R, g.S}, h);
+  const Tensor gy = to_cuda(random_values(size_t(g.N * g.K * g.P * g.Q), 23), {g.N, g.K, g.P, g.Q}, h);
+  auto conv = both([&](const Kernels& k) {
+    Tensor y = Tensor::empty({g.N, g.K, g.P, g.Q}, h, Device::cuda(0));
+    Tensor gx = Tensor::empty(x.shape(), h, Device::cuda(0)), gw = Tensor::empty(w.shape(), h, Device::cuda(0));
+    k.conv2d_forward(h, g, x.raw_data(), w.raw_data(), y.raw_data(), s);
+    k.conv2d_backward_data(h, g, gy.raw_data(), w.raw_data(), gx.raw_data(), s);
+    k.conv2d_backward_filter(h, g, x.raw_data(), gy.raw_data(), gw.raw_data(), s);
+    std::vector<double> all;
+    for (const Tensor* t : {&y, &gx, &gw}) {
+      const auto v = to_host(*t);
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    return all;
+  });
+  CHECK(max_rel_diff(conv.second, conv.first) < tol * 4);  // filter-gradient sums over N*P*Q = 784 terms
+
+  const int64_t N = 8, C = 5, HW = 49;
+  const Tensor bx = to_cuda(random_values(size_t(N * C * HW), 24), {N, C, HW}, h);
+  const Tensor bgy = to_cuda(random_values(size_t(N * C * HW), 25), {N, C, HW}, h);
+  const Tensor gamma = to_cuda(random_values(size_t(C), 26), {C}, f), beta = to_cuda(random_values(size_t(C), 27), {C}, f);
+  auto bn = both([&](const Kernels& k) {
+    Tensor y = Tensor::empty({N, C, HW}, h, Device::cuda(0)), mean = Tensor::empty({C}, f, Device::cuda(0));
+    Tensor invstd = Tensor::empty({C}, f, Device::cuda(0)), rm = Tensor::zeros({C}, f, Device::cuda(0));
+    Tensor rv = Tensor::full({C}, 1.0, f, Device::cuda(0));
+    Tensor gx = Tensor::empty({N, C, HW}, h, Device::cuda(0)), gg = Tensor::empty({C}, f, Device::cuda(0));
+    Tensor gb = Tensor::empty({C}, f, Device::cuda(0)), ye = Tensor::empty({N, C, HW}, h, Device::cuda(0));
+    k.batch_norm_forward_train(h, bx.raw_data(), gamma.raw_data(), beta.raw_data(), y.raw_data(), mean.raw_data(),
+                               invstd.raw_data(), rm.raw_data(), rv.raw_data(), N, C, HW, 0.1, 1e-5, s);
+    k.batch_norm_backward_train(h, bx.raw_data(), bgy.raw_data(), gamma.raw_data(), mean.raw_data(), invstd.raw_data(),
+                                gx.raw_data(), gg.raw_data(), gb.raw_data(), N, C, HW, 1e-5, s);
+    k.batch_norm_forward_eval(h, bx.raw_data(), gamma.raw_data(), beta.raw_data(), rm.raw_data(), rv.raw_data(),
+                              ye.raw_data(), N, C, HW, 1e-5, s);
+    std::vector<double> all;
+    for (const Tensor* t : {&y, &mean, &invstd, &rm, &rv, &gx, &gg, &gb, &ye}) {
+      const auto v = to_host(*t);
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    return all;
+  });
+  CHECK(max_rel_diff(bn.second, bn.first) < tol);
+
+  const Pool2dGeometry pg = make_pool2d_geometry(2, 3, 13, 11, 3, 3, 2, 2, 1, 1);
+  const Tensor px = to_cuda(random_values(size_t(2 * 3 * 13 * 11), 28), {2, 3, 13, 11}, h);
+  const Tensor pgy = to_cuda(random_values(size_t(2 * 3 * pg.P * pg.Q), 29), {2, 3, pg.P, pg.Q}, h);
+  auto pool = both([&](const Kernels& k) {
+    Tensor y = Tensor::empty({2, 3, pg.P, pg.Q}, h, Device::cuda(0));
+    Tensor arg = Tensor::empty({2, 3, pg.P, pg.Q}, DType::i32, Device::cuda(0));
+    Tensor gx = Tensor::empty(px.shape(), h, Device::cuda(0));
+    k.max_pool2d_forward(h, pg, px.raw_data(), y.raw_data(), arg.data<int32_t>(), s);
+    k.max_pool2d_backward(h, pg, px.raw_data(), y.raw_data(), pgy.raw_data(), arg.data<int32_t>(), gx.raw_data(), s);
+    auto out = to_host(y);
+    const auto gv = to_host(gx);
+    out.insert(out.end(), gv.begin(), gv.end());
+    return out;
+  });
+  CHECK(max_rel_diff(pool.second, pool.first) < tol);
+
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      const int64_t M = 37, Nn = 53, K = 71;
+      const Tensor A = to_cuda(random_values(size_t(M * K), 30), {M * K}, h);
+      const Tensor B = to_cuda(random_values(size_t(K * Nn), 31), {K * Nn}, h);
+      const Tensor C0 = to_cuda(random_values(size_t(M * Nn), 32), {M * Nn}, h);
+      auto mm = both([&](const Kernels& k) {
+        Tensor Cm = C0.clone();
+        k.gemm(h, ta, tb, M, Nn, K, 0.7, A.raw_data(), ta ? M : K, B.raw_data(), tb ? K : Nn, 0.3, Cm.raw_data(), Nn,
+               s);
+        return to_host(Cm);
+      });
+      CHECK(max_rel_diff(mm.second, mm.first) < tol);
+    }
 }

@@ -1,0 +1,66 @@
+// net/mixed_precision.h — fp16 training with f32 master weights: converting
+// a model to f16, and the dynamic loss scaler.
+//
+// The recipe (NVIDIA's "mixed precision training", PyTorch's GradScaler):
+//   * weights and activations are stored in f16 (conv, linear); batch-norm
+//     parameters, statistics, the loss and softmax stay f32; kernels
+//     accumulate in f32 (ops/kernels.h);
+//   * the optimizer (net/sgd.h) keeps an f32 master copy of every f16
+//     parameter and its momentum in f32, updates the master and writes the
+//     f16 copy after each step; checkpoints hold the masters;
+//   * the loss is multiplied by a scale S before backward so small gradients
+//     survive f16; the optimizer divides by S. A step whose gradients hold an
+//     inf or NaN is skipped and S halves; after `window` clean steps in a row
+//     S doubles.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "net/module.h"
+
+namespace ember::net {
+
+using Masters = std::vector<std::pair<std::string, Tensor>>;
+
+// Converts every parameter of the model that is not keep_f32 to f16, in
+// place (gradients dropped). Returns the f32 tensors they had, by parameter
+// name: the exact master weights for the optimizer. Parameters already f16
+// are left alone (their masters are then cast from f16 by the optimizer).
+std::vector<std::pair<std::string, Tensor>> convert_to_half(Module& model);
+
+// Copies f32 master weights back into the model's parameters, converting the
+// parameters to f32 (the inverse of convert_to_half).
+void restore_f32(Module& model, const std::vector<std::pair<std::string, Tensor>>& masters);
+
+struct LossScalerOptions {
+  double initial_scale = 65536.0;  // 2^16
+  int64_t window = 2000;           // clean steps before the scale doubles (--scale-window)
+  double fixed_scale = 0.0;        // > 0: a constant scale (--loss-scale); non-finite steps are still skipped
+  double max_scale = 16777216.0;   // 2^24: growth stops here
+  int64_t max_consecutive_skips = 100;  // then training has diverged: error
+};
+
+class LossScaler {
+ public:
+  explicit LossScaler(const LossScalerOptions& options = {});
+
+  double scale() const { return scale_; }
+  bool dynamic() const { return options_.fixed_scale <= 0.0; }
+  // Reports one step's gradients: finite -> the step is taken (returns true),
+  // and after `window` such steps in a row the scale doubles; not finite ->
+  // the step is skipped (returns false) and a dynamic scale halves. Throws
+  // ember::Error after max_consecutive_skips skipped steps in a row.
+  bool update(bool gradients_finite);
+  int64_t skipped_steps() const { return skipped_; }
+  int64_t clean_steps_in_window() const { return clean_; }
+  const LossScalerOptions& options() const { return options_; }
+
+ private:
+  LossScalerOptions options_;
+  double scale_;
+  int64_t clean_ = 0, skipped_ = 0, consecutive_skips_ = 0;
+};
+
+}  // namespace ember::net

@@ -1,0 +1,164 @@
+// ops/cpu/f16_util.h — f16 (mixed precision) support shared by the CPU
+// kernels: the storage -> compute type map, bulk conversions, and
+// load/store helpers that let one kernel body serve f16, f32 and f64.
+//
+// An f16 kernel reads its f16 operands into thread-local f32 buffers, runs
+// the f32 arithmetic on them, and rounds once when it stores (ops/kernels.h).
+// For f32 and f64 the helpers are no-ops: load returns the source pointer
+// and out_ptr the destination, so those paths are unchanged.
+//
+// Conversions use AVX-512 (16 lanes) or F16C (8 lanes) when the compiler
+// targets them, and engine/half.h's exact scalar routines otherwise. (The
+// maskz forms of the AVX-512 conversions avoid GCC 12's bogus
+// -Wmaybe-uninitialized on the unmasked ones.)
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "engine/half.h"
+#include "ops/cpu/cpu_kernels.h"
+#if defined(__F16C__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+namespace ember::cpu {
+
+// The arithmetic type for a storage type: f32 for f16, else itself.
+template <typename S> struct ComputeOf { using type = S; };
+template <> struct ComputeOf<f16> { using type = float; };
+template <typename S> using compute_t = typename ComputeOf<S>::type;
+template <typename S> constexpr bool is_f16_v = std::is_same_v<S, f16>;
+
+// One value each way (scalar paths, tails of the bulk converters): the F16C
+// instruction when there is one, engine/half.h's software routine otherwise.
+inline float h2f(f16 h) {
+#if defined(__F16C__)
+  return _cvtsh_ss(h.bits);
+#else
+  return half_to_float(h.bits);
+#endif
+}
+inline f16 f2h(float f) {
+#if defined(__F16C__)
+  return f16{uint16_t(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT))};
+#else
+  return f16{float_to_half(f)};
+#endif
+}
+
+// n f16 values -> f32.   src: [n]   dst: [n]
+inline void h2f(const f16* src, float* dst, int64_t n) {
+  const uint16_t* s = reinterpret_cast<const uint16_t*>(src);
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(dst + i, _mm512_maskz_cvtph_ps(0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i))));
+#endif
+#if defined(__F16C__)
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
+#endif
+  for (; i < n; ++i) dst[i] = h2f(f16{s[i]});
+}
+
+// n f32 values -> f16, round to nearest even.   src: [n]   dst: [n]
+inline void f2h(const float* src, f16* dst, int64_t n) {
+  uint16_t* d = reinterpret_cast<uint16_t*>(dst);
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i),
+                        _mm512_maskz_cvtps_ph(0xffff, _mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#endif
+#if defined(__F16C__)
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+#endif
+  for (; i < n; ++i) d[i] = f2h(src[i]).bits;
+}
+
+
+// double -> float rounding to odd: narrowing this and then rounding to f16
+// gives the correctly rounded f16 of the double (one rounding).
+inline float double_to_float_odd(double d) {
+  float f = static_cast<float>(d);
+  if (std::isfinite(f) && static_cast<double>(f) != d) {
+    if (std::fabs(static_cast<double>(f)) > std::fabs(d)) f = std::nextafter(f, 0.0f);
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    bits |= 1u;
+    std::memcpy(&f, &bits, 4);
+  }
+  return f;
+}
+
+// n values from src to dst, converting between f16 and f32 where the types differ.
+template <typename T>
+inline void copy_values(const T* src, T* dst, int64_t n) {
+  std::memcpy(static_cast<void*>(dst), src, sizeof(T) * size_t(n));
+}
+inline void copy_values(const f16* src, float* dst, int64_t n) { h2f(src, dst, n); }
+inline void copy_values(const float* src, f16* dst, int64_t n) { f2h(src, dst, n); }
+
+// Thread-local scratch of n elements; Slot tells apart buffers live at once.
+template <typename T, int Slot>
+T* local_buffer(int64_t n) {
+  static thread_local std::vector<T> buf;
+  if (buf.size() < size_t(n)) buf.resize(size_t(n));
+  return buf.data();
+}
+
+// src [n] as compute values: src itself, or (f16) converted into buffer Slot.
+template <int Slot, typename S>
+const compute_t<S>* load(const S* src, int64_t n) {
+  if constexpr (is_f16_v<S>) {
+    float* b = local_buffer<float, Slot>(n);
+    h2f(src, b, n);
+    return b;
+  } else {
+    return src;
+  }
+}
+
+// Where to compute n values destined for dst: dst itself, or (f16) buffer Slot;
+// store() then rounds the buffer into dst.
+template <int Slot, typename S>
+compute_t<S>* out_ptr(S* dst, int64_t n) {
+  if constexpr (is_f16_v<S>) {
+    return local_buffer<float, Slot>(n);
+  } else {
+    (void)n;
+    return dst;
+  }
+}
+template <typename S>
+void store(const compute_t<S>* src, S* dst, int64_t n) {
+  if constexpr (is_f16_v<S>) {
+    f2h(src, dst, n);
+  } else {
+    (void)src, (void)dst, (void)n;
+  }
+}
+
+// Elements per conversion chunk in streaming kernels (f16 only; f32/f64 run
+// their whole range at once).
+template <typename S>
+constexpr int64_t chunk_for(int64_t range) {
+  return is_f16_v<S> ? 2048 : (range > 0 ? range : 1);
+}
+
+// Calls f(S{}) with S = float, double or f16 for dt; any other dtype is an error.
+template <typename F>
+decltype(auto) dispatch_storage(DType dt, const char* kernel, F&& f) {
+  switch (dt) {
+    case DType::f32: return f(float{});
+    case DType::f64: return f(double{});
+    case DType::f16: return f(f16{});
+    default: fail(cat("cpu ", kernel, ": unsupported dtype ", dtype_name(dt)));
+  }
+}
+
+}  // namespace ember::cpu

@@ -1,0 +1,349 @@
+// tests/test_f16.cpp — mixed precision (f16 storage, f32 arithmetic) on the
+// CPU backend at the kernel level: f16 GEMM and convolutions against the f32
+// kernels on the same f16-representable values (odd sizes, transposes,
+// beta != 0, every convolution path), the elementwise/reduction kernels,
+// inf/NaN propagation (the loss scaler's overflow check), sgd_update and the
+// ops' dtype rules (mixed dtypes only where the contract allows them). The
+// per-op f16 axis of the generic harness is in tests/op_harness.cpp.
+#include <doctest/doctest.h>
+
+#include "tests/test_helpers.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "engine/half.h"
+#include "engine/rng.h"
+#include "ops/kernels.h"
+#include "ops/ops.h"
+
+using namespace ember;
+
+namespace {
+using ember::testing::expect_error;
+
+// n values uniform in [lo, hi), rounded to f16 (so f32 and f16 see the same inputs).
+std::vector<double> f16_values(int64_t n, uint64_t stream, double lo = -1, double hi = 1) {
+  PhiloxStream rng(1234, stream);
+  std::vector<double> v(static_cast<size_t>(n));
+  for (auto& x : v) {
+    const double u = double(rng.next_u64() >> 11) * (1.0 / 9007199254740992.0);
+    x = double(half_to_float(float_to_half(float(lo + (hi - lo) * u))));
+  }
+  return v;
+}
+
+// |got - exp| <= rtol * |exp| + atol * max(1, max |exp|) elementwise; returns the number of misses.
+int count_mismatches(const std::vector<double>& got, const std::vector<double>& exp, double rtol, double atol,
+                     const std::string& what) {
+  REQUIRE(got.size() == exp.size());
+  double scale = 1;
+  for (double e : exp) scale = std::max(scale, std::fabs(e));
+  int bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double d = std::fabs(got[i] - exp[i]);
+    if (!(d <= rtol * std::fabs(exp[i]) + atol * scale)) {
+      if (bad < 3) MESSAGE(what << " element " << i << ": expected " << exp[i] << ", got " << got[i]);
+      ++bad;
+    }
+  }
+  return bad;
+}
+
+const Kernels& cpu() { return cpu_kernels(); }
+
+struct GemmCase {
+  bool ta, tb;
+  int64_t M, N, K;
+  double alpha, beta;
+};
+
+// f16 GEMM vs f32 GEMM on the same inputs; lda/ldb/ldc padded by 3.
+void check_gemm(const GemmCase& c, uint64_t seed) {
+  const int64_t ar = c.ta ? c.K : c.M, ac = c.ta ? c.M : c.K, br = c.tb ? c.N : c.K, bc = c.tb ? c.K : c.N;
+  const int64_t lda = ac + 3, ldb = bc + 3, ldc = c.N + 3;
+  const auto a = f16_values(ar * lda, seed), b = f16_values(br * ldb, seed + 1), c0 = f16_values(c.M * ldc, seed + 2);
+  std::vector<double> out[2];
+  const DType dts[2] = {DType::f32, DType::f16};
+  for (int i = 0; i < 2; ++i) {
+    Tensor A = Tensor::from_vector(a, {ar, lda}, dts[i]), B = Tensor::from_vector(b, {br, ldb}, dts[i]);
+    Tensor C = Tensor::from_vector(c0, {c.M, ldc}, dts[i]);
+    cpu().gemm(dts[i], c.ta, c.tb, c.M, c.N, c.K, c.alpha, A.raw_data(), lda, B.raw_data(), ldb, c.beta, C.raw_data(),
+               ldc, nullptr);
+    out[i] = C.to_double_vector();
+  }
+  // Padding columns of C must be untouched.
+  for (int64_t r = 0; r < c.M; ++r)
+    for (int64_t j = c.N; j < ldc; ++j) CHECK(out[1][size_t(r * ldc + j)] == c0[size_t(r * ldc + j)]);
+  // Each output is one f16 rounding of the f32 result (plus f32 ordering noise).
+  CHECK(count_mismatches(out[1], out[0], 1e-3, 1e-4, "gemm") == 0);
+}
+
+}  // namespace
+
+TEST_CASE("f16: gemm matches f32 (odd sizes, transposes, beta != 0)") {
+  uint64_t seed = 10;
+  const std::vector<GemmCase> cases = {
+      {false, false, 1, 1, 1, 1.0, 0.0},    {false, false, 7, 13, 5, 1.0, 0.0},   {true, false, 9, 33, 17, 0.5, 1.0},
+      {false, true, 17, 31, 300, 1.0, -0.5}, {true, true, 33, 19, 65, 2.0, 0.25}, {false, true, 64, 10, 129, 1.0, 0.0},
+      {false, false, 130, 70, 260, 1.0, 1.0}, {true, false, 3, 200, 1, -1.0, 0.0}, {false, false, 5, 6, 0, 1.0, 0.5}};
+  for (const auto& c : cases) {
+    CAPTURE(c.ta);
+    CAPTURE(c.tb);
+    CAPTURE(c.M);
+    CAPTURE(c.N);
+    CAPTURE(c.K);
+    CAPTURE(c.beta);
+    check_gemm(c, seed += 3);
+  }
+}
+
+TEST_CASE("f16: convolutions match f32 on every path") {
+  struct G {
+    int64_t N, C, H, W, K, R, S, stride, pad;
+  };
+  // pointwise, 1x1 stride 2, 3x3 same (padded grid), 3x3 stride 2 (im2col), 7x7 stem, backward-data im2col path
+  const std::vector<G> geoms = {{3, 8, 6, 7, 5, 1, 1, 1, 0}, {2, 6, 9, 7, 10, 1, 1, 2, 0}, {3, 16, 8, 8, 16, 3, 3, 1, 1},
+                                {2, 5, 9, 11, 7, 3, 3, 2, 1}, {2, 3, 15, 13, 8, 7, 7, 2, 3}, {2, 4, 6, 6, 3, 3, 3, 1, 3},
+                                {4, 16, 16, 16, 32, 3, 3, 1, 1}};
+  uint64_t seed = 100;
+  for (const G& gg : geoms) {
+    const Conv2dGeometry g = make_conv2d_geometry(gg.N, gg.C, gg.H, gg.W, gg.K, gg.R, gg.S, gg.stride, gg.stride,
+                                                  gg.pad, gg.pad);
+    CAPTURE(gg.C);
+    CAPTURE(gg.R);
+    CAPTURE(gg.stride);
+    CAPTURE(gg.pad);
+    const Shape xs{g.N, g.C, g.H, g.W}, ws{g.K, g.C, g.R, g.S}, ys{g.N, g.K, g.P, g.Q};
+    const auto x = f16_values(xs.numel(), seed++), w = f16_values(ws.numel(), seed++), gy = f16_values(ys.numel(), seed++);
+    std::vector<double> fwd[2], bwd_data[2], bwd_filter[2];
+    const DType dts[2] = {DType::f32, DType::f16};
+    for (int i = 0; i < 2; ++i) {
+      Tensor X = Tensor::from_vector(x, xs, dts[i]), Wt = Tensor::from_vector(w, ws, dts[i]);
+      Tensor GY = Tensor::from_vector(gy, ys, dts[i]);
+      Tensor Y = Tensor::empty(ys, dts[i]), GX = Tensor::empty(xs, dts[i]), GW = Tensor::empty(ws, dts[i]);
+      cpu().conv2d_forward(dts[i], g, X.raw_data(), Wt.raw_data(), Y.raw_data(), nullptr);
+      cpu().conv2d_backward_data(dts[i], g, GY.raw_data(), Wt.raw_data(), GX.raw_data(), nullptr);
+      cpu().conv2d_backward_filter(dts[i], g, X.raw_data(), GY.raw_data(), GW.raw_data(), nullptr);
+      fwd[i] = Y.to_double_vector();
+      bwd_data[i] = GX.to_double_vector();
+      bwd_filter[i] = GW.to_double_vector();
+    }
+    CHECK(count_mismatches(fwd[1], fwd[0], 1e-3, 1e-4, "conv forward") == 0);
+    CHECK(count_mismatches(bwd_data[1], bwd_data[0], 1e-3, 1e-4, "conv backward data") == 0);
+    CHECK(count_mismatches(bwd_filter[1], bwd_filter[0], 1e-3, 1e-4, "conv backward filter") == 0);
+  }
+}
+
+TEST_CASE("f16: im2col/col2im, elementwise, bias, pooling and loss kernels match f32") {
+  const Conv2dGeometry g = make_conv2d_geometry(1, 3, 7, 6, 4, 3, 3, 2, 2, 1, 1);
+  const auto x = f16_values(g.C * g.H * g.W, 7), col = f16_values(g.col_rows() * g.col_cols(), 8);
+  std::vector<double> got[2][2];
+  const DType dts[2] = {DType::f32, DType::f16};
+  for (int i = 0; i < 2; ++i) {
+    Tensor X = Tensor::from_vector(x, {g.C * g.H * g.W}, dts[i]), COL = Tensor::empty({g.col_rows() * g.col_cols()}, dts[i]);
+    cpu().im2col(dts[i], g, X.raw_data(), COL.raw_data(), nullptr);
+    got[i][0] = COL.to_double_vector();
+    Tensor C2 = Tensor::from_vector(col, {g.col_rows() * g.col_cols()}, dts[i]), X2 = Tensor::empty({g.C * g.H * g.W}, dts[i]);
+    cpu().col2im(dts[i], g, C2.raw_data(), X2.raw_data(), nullptr);
+    got[i][1] = X2.to_double_vector();
+  }
+  CHECK(got[1][0] == got[0][0]);  // im2col moves values: exact
+  CHECK(count_mismatches(got[1][1], got[0][1], 1e-3, 1e-4, "col2im") == 0);
+
+  // Elementwise kernels over an odd length past the conversion chunk, in place too.
+  const int64_t n = 5003;
+  const auto a = f16_values(n, 20, -2, 2), b = f16_values(n, 21, -2, 2);
+  std::vector<double> res[2][5];
+  for (int i = 0; i < 2; ++i) {
+    const DType dt = dts[i];
+    Tensor A = Tensor::from_vector(a, {n}, dt), B = Tensor::from_vector(b, {n}, dt), Y = Tensor::empty({n}, dt);
+    cpu().add(dt, A.raw_data(), B.raw_data(), Y.raw_data(), n, nullptr);
+    res[i][0] = Y.to_double_vector();
+    Tensor Y2 = B.clone();
+    cpu().axpby(dt, 0.5, A.raw_data(), -1.25, Y2.raw_data(), n, nullptr);
+    res[i][1] = Y2.to_double_vector();
+    Tensor R = A.clone();
+    cpu().relu_forward(dt, R.raw_data(), R.raw_data(), n, nullptr);  // in place
+    res[i][2] = R.to_double_vector();
+    Tensor GX = Tensor::empty({n}, dt);
+    cpu().relu_backward(dt, R.raw_data(), B.raw_data(), GX.raw_data(), n, nullptr);
+    res[i][3] = GX.to_double_vector();
+    Tensor Y3 = A.clone();
+    Tensor bias = Tensor::from_vector(f16_values(7, 22), {7}, dt), gb = Tensor::empty({7}, dt);
+    cpu().bias_add(dt, Y3.raw_data(), bias.raw_data(), 1, 7, 714, nullptr);  // 7 * 714 = 4998 values
+    cpu().bias_backward(dt, A.raw_data(), gb.raw_data(), 2, 7, 357, nullptr);
+    std::vector<double> v = Y3.to_double_vector(), gbv = gb.to_double_vector();
+    v.insert(v.end(), gbv.begin(), gbv.end());
+    res[i][4] = v;
+  }
+  const char* names[5] = {"add", "axpby", "relu_forward", "relu_backward", "bias_add/backward"};
+  for (int k = 0; k < 5; ++k) CHECK(count_mismatches(res[1][k], res[0][k], 1e-3, 1e-6, names[k]) == 0);
+  CHECK(res[1][2] == res[0][2]);  // relu is exact
+  CHECK(res[1][3] == res[0][3]);
+
+  // Pooling planes, softmax cross-entropy (f32 losses/probs, f16 gradient).
+  const Pool2dGeometry pg = make_pool2d_geometry(2, 3, 7, 9, 3, 3, 2, 2, 1, 1);
+  const auto px = f16_values(2 * 3 * 7 * 9, 30);
+  const auto logits = f16_values(4 * 10, 31, -5, 5);
+  const std::vector<int64_t> labels = {3, 0, 9, 5};
+  std::vector<double> pool[2], ce[2];
+  for (int i = 0; i < 2; ++i) {
+    const DType dt = dts[i];
+    Tensor X = Tensor::from_vector(px, {2 * 3 * 7 * 9}, dt), Y = Tensor::empty({pg.N * pg.C * pg.P * pg.Q}, dt);
+    std::vector<int32_t> am(size_t(pg.N * pg.C * pg.P * pg.Q));
+    cpu().max_pool2d_forward(dt, pg, X.raw_data(), Y.raw_data(), am.data(), nullptr);
+    Tensor GX = Tensor::empty({2 * 3 * 7 * 9}, dt), A = Tensor::empty({6 * 2 * 2}, dt), GA = Tensor::empty({2 * 3 * 7 * 9}, dt);
+    cpu().max_pool2d_backward(dt, pg, X.raw_data(), Y.raw_data(), Y.raw_data(), am.data(), GX.raw_data(), nullptr);
+    cpu().adaptive_avg_pool2d_forward(dt, X.raw_data(), A.raw_data(), 6, 7, 9, 2, 2, nullptr);
+    cpu().adaptive_avg_pool2d_backward(dt, A.raw_data(), GA.raw_data(), 6, 7, 9, 2, 2, nullptr);
+    for (const Tensor& t : {Y, GX, A, GA}) {
+      auto v = t.to_double_vector();
+      pool[i].insert(pool[i].end(), v.begin(), v.end());
+    }
+    Tensor L = Tensor::from_vector(logits, {4, 10}, dt), losses = Tensor::empty({4}), probs = Tensor::empty({4, 10});
+    Tensor gl = Tensor::full({1}, 0.75), G = Tensor::empty({4, 10}, dt);
+    cpu().softmax_cross_entropy_forward(dt, L.raw_data(), labels.data(), losses.raw_data(), probs.raw_data(), 4, 10,
+                                        0.1, nullptr);
+    cpu().softmax_cross_entropy_backward(dt, probs.raw_data(), labels.data(), gl.raw_data(), 0.25, G.raw_data(), 4, 10,
+                                         0.1, nullptr);
+    for (const Tensor& t : {losses, probs, G}) {
+      auto v = t.to_double_vector();
+      ce[i].insert(ce[i].end(), v.begin(), v.end());
+    }
+  }
+  CHECK(count_mismatches(pool[1], pool[0], 1e-3, 1e-6, "pooling") == 0);
+  CHECK(count_mismatches(ce[1], ce[0], 1e-3, 1e-6, "cross-entropy") == 0);
+}
+
+TEST_CASE("f16: batch-norm kernels take f16 data with f32 parameters and statistics") {
+  const int64_t N = 3, C = 4, HW = 37;
+  const auto x = f16_values(N * C * HW, 40, -3, 5), gy = f16_values(N * C * HW, 41);
+  const std::vector<double> gamma = {0.5, 1.0, 1.5, -1.0}, beta = {0.1, -0.2, 0.3, 0.0};
+  std::vector<double> out[2];
+  const DType dts[2] = {DType::f32, DType::f16};
+  for (int i = 0; i < 2; ++i) {
+    const DType dt = dts[i];
+    Tensor X = Tensor::from_vector(x, {N * C * HW}, dt), GY = Tensor::from_vector(gy, {N * C * HW}, dt);
+    Tensor Y = Tensor::empty({N * C * HW}, dt), GX = Tensor::empty({N * C * HW}, dt), GX2 = Tensor::empty({N * C * HW}, dt);
+    Tensor g = Tensor::from_vector(gamma, {C}), b = Tensor::from_vector(beta, {C});  // f32 parameters
+    Tensor rm = Tensor::zeros({C}), rv = Tensor::full({C}, 1.0), sm = Tensor::empty({C}), si = Tensor::empty({C});
+    Tensor gg = Tensor::empty({C}), gbt = Tensor::empty({C}), gg2 = Tensor::empty({C}), gb2 = Tensor::empty({C});
+    Tensor Ye = Tensor::empty({N * C * HW}, dt);
+    cpu().batch_norm_forward_train(dt, X.raw_data(), g.raw_data(), b.raw_data(), Y.raw_data(), sm.raw_data(),
+                                   si.raw_data(), rm.raw_data(), rv.raw_data(), N, C, HW, 0.1, 1e-5, nullptr);
+    cpu().batch_norm_backward_train(dt, X.raw_data(), GY.raw_data(), g.raw_data(), sm.raw_data(), si.raw_data(),
+                                    GX.raw_data(), gg.raw_data(), gbt.raw_data(), N, C, HW, 1e-5, nullptr);
+    cpu().batch_norm_forward_eval(dt, X.raw_data(), g.raw_data(), b.raw_data(), rm.raw_data(), rv.raw_data(),
+                                  Ye.raw_data(), N, C, HW, 1e-5, nullptr);
+    cpu().batch_norm_backward_eval(dt, X.raw_data(), GY.raw_data(), g.raw_data(), rm.raw_data(), rv.raw_data(),
+                                   GX2.raw_data(), gg2.raw_data(), gb2.raw_data(), N, C, HW, 1e-5, nullptr);
+    for (const Tensor& t : {Y, sm, si, rm, rv, GX, gg, gbt, Ye, GX2, gg2, gb2}) {
+      auto v = t.to_double_vector();
+      out[i].insert(out[i].end(), v.begin(), v.end());
+    }
+  }
+  CHECK(count_mismatches(out[1], out[0], 2e-3, 1e-5, "batch norm") == 0);
+}
+
+TEST_CASE("f16: sum propagates inf and NaN, argmax, normalize_u8, random fills, sgd_update") {
+  const double inf = std::numeric_limits<double>::infinity();
+  for (int64_t n : {int64_t(10), int64_t(40000)}) {
+    std::vector<double> v = f16_values(n, 50);
+    Tensor s = Tensor::empty({1}, DType::f16);
+    Tensor x = Tensor::from_vector(v, {n}, DType::f16);
+    cpu().sum(DType::f16, x.raw_data(), s.raw_data(), n, nullptr);
+    double exact = 0;
+    for (double a : v) exact += a;
+    CHECK(std::fabs(s.item() - exact) <= 1e-3 * std::fabs(exact) + 1e-3);
+    v[size_t(n / 2)] = inf;
+    x = Tensor::from_vector(v, {n}, DType::f16);
+    cpu().sum(DType::f16, x.raw_data(), s.raw_data(), n, nullptr);
+    CHECK(std::isinf(s.item()));
+    v[size_t(n / 3)] = -inf;  // inf - inf
+    x = Tensor::from_vector(v, {n}, DType::f16);
+    cpu().sum(DType::f16, x.raw_data(), s.raw_data(), n, nullptr);
+    CHECK(std::isnan(s.item()));
+    v[size_t(n / 3)] = std::nan("");
+    v[size_t(n / 2)] = 0;
+    x = Tensor::from_vector(v, {n}, DType::f16);
+    cpu().sum(DType::f16, x.raw_data(), s.raw_data(), n, nullptr);
+    CHECK(std::isnan(s.item()));
+    // Through the op: an overflowing f16 gradient shows up in the f16 sum.
+    CHECK(std::isnan(ops::sum(x).item()));
+  }
+  // A finite f16 sum beyond the f16 range overflows to inf (the documented behaviour).
+  CHECK(std::isinf(ops::sum(Tensor::full({100}, 1000.0, DType::f16)).item()));
+
+  Tensor rows = Tensor::from_vector({1, 3, 3, -1, 2, std::nan(""), 0, 5, 4}, {3, 3}, DType::f16);
+  const std::vector<double> idx = ops::argmax(rows).to_double_vector();
+  CHECK(idx == std::vector<double>{1, 2, 1});
+
+  ChannelNorm norm;
+  norm.channels = 3;
+  for (int c = 0; c < 3; ++c) norm.mean[c] = 0.4f + 0.05f * float(c), norm.inv_std[c] = 4.0f - float(c);
+  std::vector<double> pix(2 * 3 * 5 * 4);
+  for (size_t i = 0; i < pix.size(); ++i) pix[i] = double((i * 37) % 256);
+  Tensor u8 = Tensor::from_vector(pix, {2, 3, 5, 4}, DType::u8);
+  Tensor y16 = ops::normalize_u8(u8, norm, DType::f16), y32 = ops::normalize_u8(u8, norm, DType::f32);
+  CHECK(y16.dtype() == DType::f16);
+  CHECK(count_mismatches(y16.to_double_vector(), y32.to_double_vector(), 1e-3, 1e-6, "normalize_u8") == 0);
+
+  Generator g16(7), g32(7);
+  Tensor r16 = Tensor::empty({1001}, DType::f16), r32 = Tensor::empty({1001});
+  ops::normal_(r16, 0.5, 2.0, g16);
+  ops::normal_(r32, 0.5, 2.0, g32);
+  CHECK(count_mismatches(r16.to_double_vector(), r32.to_double_vector(), 1e-3, 1e-6, "normal_") == 0);
+  ops::uniform_(r16, -1, 3, g16);
+  ops::uniform_(r32, -1, 3, g32);
+  CHECK(count_mismatches(r16.to_double_vector(), r32.to_double_vector(), 1e-3, 1e-6, "uniform_") == 0);
+
+  for (bool nesterov : {false, true}) {
+    std::vector<double> res[2];
+    for (DType dt : {DType::f32, DType::f16}) {
+      Tensor w = Tensor::from_vector(f16_values(3000, 60), {3000}, dt), gr = Tensor::from_vector(f16_values(3000, 61), {3000}, dt);
+      Tensor buf = Tensor::empty({3000}, dt);
+      SgdParams p;
+      p.lr = 0.1, p.momentum = 0.9, p.weight_decay = 1e-4, p.nesterov = nesterov, p.first_step = true, p.grad_scale = 0.5;
+      ops::sgd_update_(w, gr, buf, p);
+      p.first_step = false;
+      ops::sgd_update_(w, gr, buf, p);
+      auto a = w.to_double_vector(), b = buf.to_double_vector();
+      a.insert(a.end(), b.begin(), b.end());
+      res[dt == DType::f16] = a;
+    }
+    // w is rounded to f16 after each step: absolute error up to an f16 ulp of max |w|.
+    CHECK(count_mismatches(res[1], res[0], 2e-3, 1e-3, "sgd_update") == 0);
+  }
+}
+
+TEST_CASE("f16: ops accept f16, batch norm mixes f32 parameters, other mixes are errors naming the op") {
+  Tensor x = Tensor::from_vector(f16_values(2 * 3 * 4 * 4, 70), {2, 3, 4, 4}, DType::f16);
+  Tensor w16 = Tensor::from_vector(f16_values(5 * 3 * 3 * 3, 71), {5, 3, 3, 3}, DType::f16);
+  Tensor w32 = Tensor::from_vector(f16_values(5 * 3 * 3 * 3, 71), {5, 3, 3, 3}, DType::f32);
+  const auto opt = ops::Conv2dOptions::square(1, 1);
+  CHECK(ops::conv2d(x, w16, Tensor(), opt).dtype() == DType::f16);
+  expect_error([&] { ops::conv2d(x, w32, Tensor(), opt); }, "conv2d: weight is f32 but the input is f16");
+  Tensor b32 = Tensor::zeros({5});
+  expect_error([&] { ops::conv2d(x, w16, b32, opt); }, "conv2d: bias is f32 but the input is f16");
+  Tensor g = Tensor::full({3}, 1.0), b = Tensor::zeros({3}), rm = Tensor::zeros({3}), rv = Tensor::full({3}, 1.0);
+  CHECK(ops::batch_norm2d(x, g, b, rm, rv, true, 0.1, 1e-5).dtype() == DType::f16);
+  Tensor g16 = Tensor::full({3}, 1.0, DType::f16);
+  expect_error([&] { ops::batch_norm2d(x, g16, b, rm, rv, true, 0.1, 1e-5); },
+               "batch_norm2d: weight must be f32 for f16 input");
+  Tensor logits = Tensor::from_vector(f16_values(3 * 4, 72), {3, 4}, DType::f16);
+  logits.set_requires_grad(true);
+  Tensor labels = Tensor::from_vector({0, 3, 1}, {3}, DType::i64);
+  Tensor loss = ops::cross_entropy(logits, labels);
+  CHECK(loss.dtype() == DType::f32);
+  loss.backward();
+  REQUIRE(logits.grad().defined());
+  CHECK(logits.grad().dtype() == DType::f16);
+  Tensor l32 = Tensor::zeros({3, 4});
+  expect_error([&] { ops::add(logits, l32); }, "add: b is f32 but the input is f16");
+  Tensor fc16 = Tensor::zeros({2, 4}, DType::f16), fc32 = Tensor::zeros({2, 4});
+  CHECK(ops::linear(logits, fc16, Tensor()).dtype() == DType::f16);
+  expect_error([&] { ops::linear(logits, fc32, Tensor()); }, "linear: weight is f32 but the input is f16");
+}
