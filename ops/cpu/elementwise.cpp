@@ -156,7 +156,7 @@ void bias_backward(DType dt, const void* gy, void* gb, int64_t outer, int64_t ch
     S* __restrict pgb = static_cast<S*>(gb);
     auto put = [&](int64_t c, double v) {
       if constexpr (is_f16_v<S>) {
-        pgb[c] = f16{float_to_half(double_to_float_odd(v))};
+        pgb[c] = double_to_f16(v);
       } else {
         pgb[c] = static_cast<S>(v);
       }

@@ -95,6 +95,9 @@ inline float double_to_float_odd(double d) {
   return f;
 }
 
+// The correctly rounded f16 of a double (one rounding, through round-to-odd).
+inline f16 double_to_f16(double d) { return f2h(double_to_float_odd(d)); }
+
 // n values from src to dst, converting between f16 and f32 where the types differ.
 template <typename T>
 inline void copy_values(const T* src, T* dst, int64_t n) {

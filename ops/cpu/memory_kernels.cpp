@@ -15,6 +15,7 @@
 #include "engine/half.h"
 #include "engine/parallel.h"
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/f16_util.h"
 
 namespace ember::cpu {
 
@@ -28,20 +29,6 @@ void fill_typed(T* __restrict y, int64_t n, T v) {
   parallel_for(0, n, kGrain, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) y[i] = v;
   });
-}
-
-// double -> float rounding to odd: the float nearest to zero of the two that
-// bracket d, with its last bit forced to 1 when d was not exact.
-inline float double_to_float_odd(double d) {
-  float f = static_cast<float>(d);
-  if (std::isfinite(f) && static_cast<double>(f) != d) {
-    if (std::fabs(static_cast<double>(f)) > std::fabs(d)) f = std::nextafter(f, 0.0f);
-    uint32_t bits;
-    std::memcpy(&bits, &f, 4);
-    bits |= 1u;
-    std::memcpy(&f, &bits, 4);
-  }
-  return f;
 }
 
 template <typename S, typename D>
@@ -58,7 +45,7 @@ void fill(DType dt, void* y, int64_t n, double value, Stream) {
   switch (dt) {
     case DType::f32: fill_typed(static_cast<float*>(y), n, static_cast<float>(value)); break;
     case DType::f64: fill_typed(static_cast<double*>(y), n, value); break;
-    case DType::f16: fill_typed(static_cast<uint16_t*>(y), n, float_to_half(double_to_float_odd(value))); break;
+    case DType::f16: fill_typed(static_cast<uint16_t*>(y), n, double_to_f16(value).bits); break;
     case DType::i32: fill_typed(static_cast<int32_t*>(y), n, static_cast<int32_t>(value)); break;
     case DType::i64: fill_typed(static_cast<int64_t*>(y), n, static_cast<int64_t>(value)); break;
     case DType::u8: fill_typed(static_cast<uint8_t*>(y), n, static_cast<uint8_t>(value)); break;

@@ -28,7 +28,7 @@ constexpr double kTwoPi = 6.283185307179586476925286766559;
 template <typename S>
 inline S round_from_double(double v) {
   if constexpr (is_f16_v<S>) {
-    return f16{float_to_half(double_to_float_odd(v))};
+    return double_to_f16(v);
   } else {
     return S(v);
   }
