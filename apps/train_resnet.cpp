@@ -27,6 +27,7 @@
 #include "engine/parallel.h"
 #include "net/checkpoint.h"
 #include "net/resnet.h"
+#include "ops/kernel_profile.h"
 
 namespace {
 
@@ -80,6 +81,7 @@ struct Settings {
   bool benchmark = false;
   std::string image_shape;
   int num_batches = 30;
+  bool profile = false;
   // devices
   std::string gpus;
   std::string conv = "cudnn";
@@ -138,6 +140,7 @@ void declare(apps::Flags& f, Settings& s) {
   f.add("benchmark", &s.benchmark, "1: time training steps on synthetic data and print img/s only");
   f.add("image-shape", &s.image_shape, "input C,H,W: record data's output (default 3,224,224), or the benchmark's");
   f.add("num-batches", &s.num_batches, "benchmark: timed batches (after 3 warm-up batches)");
+  f.add("profile", &s.profile, "1: time every CPU kernel call and print a table by kernel and dtype at the end");
   f.group("devices");
   f.add("gpus", &s.gpus, "GPU to train on, e.g. 0 (empty: the CPU)");
   f.add("conv", &s.conv, "GPU convolution, batch norm, pooling and GEMM: cudnn (cuDNN/cuBLAS) or native (ember's kernels)");
@@ -349,8 +352,9 @@ int run_benchmark(const Settings& s, Device device) {
   std::printf("benchmark: %s, batch %lld, input %lldx%lldx%lld, %s, synthetic data\n", model.describe().c_str(),
               (long long)b.batch_size, (long long)b.channels, (long long)b.height, (long long)b.width,
               s.precision.c_str());
-  const double median = apps::benchmark(model, b);
+  const double median = apps::benchmark(model, b);  // resets the kernel profile after its warm-up
   std::printf("Median speed: %.2f samples/sec\n", median);
+  if (s.profile) print_kernel_profile(stdout);
   return 0;
 }
 
@@ -364,6 +368,8 @@ int run(int argc, char** argv) {
   std::printf("Start training with: %s\n", flags.settings().c_str());
   std::printf("threads=%d\n", num_threads());
   const Device device = s.test_io ? Device::cpu() : select_device(s);
+  EMBER_CHECK(!s.profile || device.is_cpu(), "--profile times CPU kernels only (on a GPU use Nsight Systems)");
+  set_kernel_profiling(s.profile);
   if (s.benchmark) return run_benchmark(s, device);
 
   const auto d = s.data_train.empty() ? fashion_mnist_data(s) : record_data(s);
@@ -418,6 +424,7 @@ int run(int argc, char** argv) {
   const apps::FitResult r = apps::fit(model, *d->train, d->val.get(), fo);
   std::printf("Finished %d epochs in %.1f s: Train-accuracy=%.6f Validation-accuracy=%.6f\n",
               s.num_epochs - s.load_epoch, r.seconds, r.train_accuracy, r.validation_accuracy);
+  if (s.profile) print_kernel_profile(stdout);
   if (fo.precision == DType::f16)
     std::printf("fp16: final loss scale %g, %lld of %lld steps skipped\n", r.loss_scale, (long long)r.skipped_steps,
                 (long long)r.steps);

@@ -1,5 +1,6 @@
 // ops/dispatch.cpp — the kernel-table registry and the geometry helpers.
 #include "engine/error.h"
+#include "ops/kernel_profile.h"
 #include "ops/kernels.h"
 
 namespace ember {
@@ -20,7 +21,7 @@ Stream stream_for(Device device) {
 void register_kernels(DeviceType type, const Kernels* table) { g_tables[static_cast<int>(type)] = table; }
 
 const Kernels& kernels_for(Device device) {
-  if (device.is_cpu()) return cpu_kernels();
+  if (device.is_cpu()) return kernel_profiling() ? profiled_cpu_kernels() : cpu_kernels();
   const Kernels* t = g_tables[static_cast<int>(device.type)];
   EMBER_CHECK(t, "no kernels are registered for ", device.str(), " in this build of ember");
   return *t;

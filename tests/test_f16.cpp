@@ -10,12 +10,16 @@
 #include "tests/test_helpers.h"
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "engine/half.h"
 #include "engine/rng.h"
+#include "engine/parallel.h"
+#include "ops/cpu/f16_native.h"
+#include "ops/cpu/gemm_f16.h"
 #include "ops/kernels.h"
 #include "ops/ops.h"
 
@@ -52,7 +56,7 @@ int count_mismatches(const std::vector<double>& got, const std::vector<double>& 
   return bad;
 }
 
-const Kernels& cpu() { return cpu_kernels(); }
+const Kernels& cpu_table() { return cpu_kernels(); }
 
 struct GemmCase {
   bool ta, tb;
@@ -70,7 +74,7 @@ void check_gemm(const GemmCase& c, uint64_t seed) {
   for (int i = 0; i < 2; ++i) {
     Tensor A = Tensor::from_vector(a, {ar, lda}, dts[i]), B = Tensor::from_vector(b, {br, ldb}, dts[i]);
     Tensor C = Tensor::from_vector(c0, {c.M, ldc}, dts[i]);
-    cpu().gemm(dts[i], c.ta, c.tb, c.M, c.N, c.K, c.alpha, A.raw_data(), lda, B.raw_data(), ldb, c.beta, C.raw_data(),
+    cpu_table().gemm(dts[i], c.ta, c.tb, c.M, c.N, c.K, c.alpha, A.raw_data(), lda, B.raw_data(), ldb, c.beta, C.raw_data(),
                ldc, nullptr);
     out[i] = C.to_double_vector();
   }
@@ -100,14 +104,84 @@ TEST_CASE("f16: gemm matches f32 (odd sizes, transposes, beta != 0)") {
   }
 }
 
+// The f16 helpers the convolutions use, against a double reference on the
+// same f16 values: A (weights) converted while packing, transposed or not;
+// B f16 or f32; C f16 (several column chunks, partial panels, rounded once)
+// or f32; serial and with chunks spread over the threads; and the pointwise
+// filter gradient's inner-dimension chunks.
+TEST_CASE("f16: chunked GEMMs with f16 weights match a double reference") {
+  struct Case {
+    bool trans_a;
+    int64_t M, N, K;
+  };
+  // M = 2048 makes 128-column chunks, so N = 300 is three chunks (the last partial);
+  // K = 300 spans two 256-deep blocks; M = 13 leaves a partial row panel.
+  const std::vector<Case> cases = {{false, 2048, 300, 5}, {true, 2048, 300, 5}, {false, 13, 70, 300},
+                                   {true, 13, 70, 300},   {true, 7, 1, 1},      {false, 3, 5, 0}};
+  uint64_t seed = 700;
+  for (const Case& c : cases)
+    for (int variant = 0; variant < 3; ++variant)  // (B, C) = (f16, f16), (f32, f16), (f16, f32)
+      for (bool parallel : {false, true}) {
+        CAPTURE(c.trans_a);
+        CAPTURE(c.M);
+        CAPTURE(c.N);
+        CAPTURE(c.K);
+        CAPTURE(variant);
+        CAPTURE(parallel);
+        const int64_t lda = (c.trans_a ? c.M : c.K) + 2, ldb = c.N + 3, ldc = c.N + 1;
+        const auto a = f16_values((c.trans_a ? c.K : c.M) * lda, seed++), b = f16_values(c.K * ldb, seed++);
+        std::vector<double> want(size_t(c.M * ldc), 0.0);
+        for (int64_t i = 0; i < c.M; ++i)
+          for (int64_t j = 0; j < c.N; ++j) {
+            double acc = 0;
+            for (int64_t k = 0; k < c.K; ++k)
+              acc += a[size_t(c.trans_a ? k * lda + i : i * lda + k)] * b[size_t(k * ldb + j)];
+            want[size_t(i * ldc + j)] = acc;
+          }
+        Tensor A = Tensor::from_vector(a, {int64_t(a.size())}, DType::f16);
+        const DType bt = variant == 1 ? DType::f32 : DType::f16, ct = variant == 2 ? DType::f32 : DType::f16;
+        Tensor B = Tensor::from_vector(b, {int64_t(b.size())}, bt);
+        Tensor C = Tensor::full({c.M * ldc}, 7.0, ct);  // the padding columns must keep their 7s
+        const f16* pa = A.data<f16>();
+        if (variant == 0)
+          cpu::gemm_f16a_chunked(c.trans_a, c.M, c.N, c.K, pa, lda, B.data<f16>(), ldb, C.data<f16>(), ldc, parallel);
+        else if (variant == 1)
+          cpu::gemm_f16a_chunked(c.trans_a, c.M, c.N, c.K, pa, lda, B.data<float>(), ldb, C.data<f16>(), ldc, parallel);
+        else
+          cpu::gemm_f16a_chunked(c.trans_a, c.M, c.N, c.K, pa, lda, B.data<f16>(), ldb, C.data<float>(), ldc, parallel);
+        std::vector<double> got = C.to_double_vector();
+        for (int64_t i = 0; i < c.M; ++i)
+          for (int64_t j = c.N; j < ldc; ++j) {
+            CHECK(got[size_t(i * ldc + j)] == 7.0);
+            got[size_t(i * ldc + j)] = 0.0;
+          }
+        const double rtol = ct == DType::f16 ? 1e-3 : 1e-5;
+        CHECK(count_mismatches(got, want, rtol, 1e-5, "gemm_f16a_chunked") == 0);
+      }
+  // acc += A B^T over an inner dimension cut into three chunks, on top of what acc held.
+  const int64_t M = 1000, N = 100, K = 600, lda = K + 1, ldb = K + 5;
+  const auto a = f16_values(M * lda, seed++), b = f16_values(N * ldb, seed++), acc0 = f16_values(M * N, seed++);
+  std::vector<double> want = acc0;
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j)
+      for (int64_t k = 0; k < K; ++k) want[size_t(i * N + j)] += a[size_t(i * lda + k)] * b[size_t(j * ldb + k)];
+  Tensor A = Tensor::from_vector(a, {M * lda}, DType::f16), B = Tensor::from_vector(b, {N * ldb}, DType::f16);
+  Tensor acc = Tensor::from_vector(acc0, {M * N}, DType::f32);
+  cpu::gemm_nt_accumulate_f16(M, N, K, A.data<f16>(), lda, B.data<f16>(), ldb, acc.data<float>(), N);
+  CHECK(count_mismatches(acc.to_double_vector(), want, 1e-5, 1e-5, "gemm_nt_accumulate_f16") == 0);
+}
+
 TEST_CASE("f16: convolutions match f32 on every path") {
   struct G {
     int64_t N, C, H, W, K, R, S, stride, pad;
   };
-  // pointwise, 1x1 stride 2, 3x3 same (padded grid), 3x3 stride 2 (im2col), 7x7 stem, backward-data im2col path
+  // pointwise, 1x1 stride 2, 3x3 same (padded grid), 3x3 stride 2 (im2col), 7x7 stem, backward-data im2col path,
+  // large padded grid
   const std::vector<G> geoms = {{3, 8, 6, 7, 5, 1, 1, 1, 0}, {2, 6, 9, 7, 10, 1, 1, 2, 0}, {3, 16, 8, 8, 16, 3, 3, 1, 1},
                                 {2, 5, 9, 11, 7, 3, 3, 2, 1}, {2, 3, 15, 13, 8, 7, 7, 2, 3}, {2, 4, 6, 6, 3, 3, 3, 1, 3},
-                                {4, 16, 16, 16, 32, 3, 3, 1, 1}};
+                                {4, 16, 16, 16, 32, 3, 3, 1, 1},
+                                // one image with 2^20 multiply-adds: the GEMMs split across the threads
+                                {1, 64, 16, 16, 64, 1, 1, 1, 0}, {1, 32, 17, 17, 64, 3, 3, 2, 1}};
   uint64_t seed = 100;
   for (const G& gg : geoms) {
     const Conv2dGeometry g = make_conv2d_geometry(gg.N, gg.C, gg.H, gg.W, gg.K, gg.R, gg.S, gg.stride, gg.stride,
@@ -124,9 +198,9 @@ TEST_CASE("f16: convolutions match f32 on every path") {
       Tensor X = Tensor::from_vector(x, xs, dts[i]), Wt = Tensor::from_vector(w, ws, dts[i]);
       Tensor GY = Tensor::from_vector(gy, ys, dts[i]);
       Tensor Y = Tensor::empty(ys, dts[i]), GX = Tensor::empty(xs, dts[i]), GW = Tensor::empty(ws, dts[i]);
-      cpu().conv2d_forward(dts[i], g, X.raw_data(), Wt.raw_data(), Y.raw_data(), nullptr);
-      cpu().conv2d_backward_data(dts[i], g, GY.raw_data(), Wt.raw_data(), GX.raw_data(), nullptr);
-      cpu().conv2d_backward_filter(dts[i], g, X.raw_data(), GY.raw_data(), GW.raw_data(), nullptr);
+      cpu_table().conv2d_forward(dts[i], g, X.raw_data(), Wt.raw_data(), Y.raw_data(), nullptr);
+      cpu_table().conv2d_backward_data(dts[i], g, GY.raw_data(), Wt.raw_data(), GX.raw_data(), nullptr);
+      cpu_table().conv2d_backward_filter(dts[i], g, X.raw_data(), GY.raw_data(), GW.raw_data(), nullptr);
       fwd[i] = Y.to_double_vector();
       bwd_data[i] = GX.to_double_vector();
       bwd_filter[i] = GW.to_double_vector();
@@ -137,6 +211,54 @@ TEST_CASE("f16: convolutions match f32 on every path") {
   }
 }
 
+// Every f16 bit pattern against every 131st one (with the special values
+// first: signed zeros, subnormals, the largest finite values whose sum
+// overflows, infinities, NaNs): add, gradient accumulation and relu in f16
+// arithmetic (AVX512-FP16, where compiled in) give the same bits as the
+// conversion path, except that a NaN only has to stay a NaN.
+TEST_CASE("f16: add, accumulation and relu in f16 arithmetic give the conversion path's bits") {
+  if (!cpu::native_f16_available()) MESSAGE("this build has no AVX512-FP16: both runs use the conversion path");
+  const uint16_t specials[] = {0x0000, 0x8000, 0x0001, 0x8001, 0x03ff, 0x0400, 0x7bff, 0xfbff,
+                               0x7c00, 0xfc00, 0x7e00, 0xfe00, 0x7d00, 0x3c00, 0xbc00, 0x3c01};
+  std::vector<uint16_t> a, b;
+  for (uint16_t x : specials)
+    for (uint16_t y : specials) a.push_back(x), b.push_back(y);
+  for (uint32_t i = 0; i < 65536; ++i) a.push_back(uint16_t(i)), b.push_back(uint16_t(i * 131u + 7u));
+  a.resize(a.size() - 5), b.resize(b.size() - 5);  // not a multiple of 32: the masked tail runs
+  const int64_t n = int64_t(a.size());
+  auto run = [&](bool native_on) {
+    cpu::set_native_f16(native_on);
+    std::vector<uint16_t> sum(a.size()), acc = b, relu(a.size()), grad(a.size());
+    const Kernels& k = cpu_table();
+    k.add(DType::f16, a.data(), b.data(), sum.data(), n, nullptr);
+    k.axpby(DType::f16, 1.0, a.data(), 1.0, acc.data(), n, nullptr);
+    k.relu_forward(DType::f16, a.data(), relu.data(), n, nullptr);
+    k.relu_backward(DType::f16, a.data(), b.data(), grad.data(), n, nullptr);
+    cpu::set_native_f16(true);
+    return std::vector<std::vector<uint16_t>>{sum, acc, relu, grad};
+  };
+  const auto native = run(true), converted = run(false);
+  const char* names[] = {"add", "axpby(1, 1)", "relu_forward", "relu_backward"};
+  auto is_nan = [](uint16_t h) { return (h & 0x7c00) == 0x7c00 && (h & 0x03ff) != 0; };
+  for (int o = 0; o < 4; ++o) {
+    int bad = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const uint16_t x = native[size_t(o)][size_t(i)], y = converted[size_t(o)][size_t(i)];
+      if (x != y && !(is_nan(x) && is_nan(y)) && bad++ < 3) {
+        char line[128];
+        std::snprintf(line, sizeof line, "%s(0x%04x, 0x%04x): native 0x%04x, converted 0x%04x", names[o],
+                      unsigned(a[size_t(i)]), unsigned(b[size_t(i)]), unsigned(x), unsigned(y));
+        MESSAGE(std::string(line));
+      }
+    }
+    CHECK_MESSAGE(bad == 0, std::string(names[o]));
+  }
+  // And the values themselves: relu(-0) is -0, relu(NaN) is NaN, 65504 + 65504 overflows to inf.
+  CHECK(native[2][16] == 0x8000);
+  CHECK(is_nan(native[2][10 * 16]));
+  CHECK(native[0][6 * 16 + 6] == 0x7c00);
+}
+
 TEST_CASE("f16: im2col/col2im, elementwise, bias, pooling and loss kernels match f32") {
   const Conv2dGeometry g = make_conv2d_geometry(1, 3, 7, 6, 4, 3, 3, 2, 2, 1, 1);
   const auto x = f16_values(g.C * g.H * g.W, 7), col = f16_values(g.col_rows() * g.col_cols(), 8);
@@ -144,10 +266,10 @@ TEST_CASE("f16: im2col/col2im, elementwise, bias, pooling and loss kernels match
   const DType dts[2] = {DType::f32, DType::f16};
   for (int i = 0; i < 2; ++i) {
     Tensor X = Tensor::from_vector(x, {g.C * g.H * g.W}, dts[i]), COL = Tensor::empty({g.col_rows() * g.col_cols()}, dts[i]);
-    cpu().im2col(dts[i], g, X.raw_data(), COL.raw_data(), nullptr);
+    cpu_table().im2col(dts[i], g, X.raw_data(), COL.raw_data(), nullptr);
     got[i][0] = COL.to_double_vector();
     Tensor C2 = Tensor::from_vector(col, {g.col_rows() * g.col_cols()}, dts[i]), X2 = Tensor::empty({g.C * g.H * g.W}, dts[i]);
-    cpu().col2im(dts[i], g, C2.raw_data(), X2.raw_data(), nullptr);
+    cpu_table().col2im(dts[i], g, C2.raw_data(), X2.raw_data(), nullptr);
     got[i][1] = X2.to_double_vector();
   }
   CHECK(got[1][0] == got[0][0]);  // im2col moves values: exact
@@ -160,21 +282,21 @@ TEST_CASE("f16: im2col/col2im, elementwise, bias, pooling and loss kernels match
   for (int i = 0; i < 2; ++i) {
     const DType dt = dts[i];
     Tensor A = Tensor::from_vector(a, {n}, dt), B = Tensor::from_vector(b, {n}, dt), Y = Tensor::empty({n}, dt);
-    cpu().add(dt, A.raw_data(), B.raw_data(), Y.raw_data(), n, nullptr);
+    cpu_table().add(dt, A.raw_data(), B.raw_data(), Y.raw_data(), n, nullptr);
     res[i][0] = Y.to_double_vector();
     Tensor Y2 = B.clone();
-    cpu().axpby(dt, 0.5, A.raw_data(), -1.25, Y2.raw_data(), n, nullptr);
+    cpu_table().axpby(dt, 0.5, A.raw_data(), -1.25, Y2.raw_data(), n, nullptr);
     res[i][1] = Y2.to_double_vector();
     Tensor R = A.clone();
-    cpu().relu_forward(dt, R.raw_data(), R.raw_data(), n, nullptr);  // in place
+    cpu_table().relu_forward(dt, R.raw_data(), R.raw_data(), n, nullptr);  // in place
     res[i][2] = R.to_double_vector();
     Tensor GX = Tensor::empty({n}, dt);
-    cpu().relu_backward(dt, R.raw_data(), B.raw_data(), GX.raw_data(), n, nullptr);
+    cpu_table().relu_backward(dt, R.raw_data(), B.raw_data(), GX.raw_data(), n, nullptr);
     res[i][3] = GX.to_double_vector();
     Tensor Y3 = A.clone();
     Tensor bias = Tensor::from_vector(f16_values(7, 22), {7}, dt), gb = Tensor::empty({7}, dt);
-    cpu().bias_add(dt, Y3.raw_data(), bias.raw_data(), 1, 7, 714, nullptr);  // 7 * 714 = 4998 values
-    cpu().bias_backward(dt, A.raw_data(), gb.raw_data(), 2, 7, 357, nullptr);
+    cpu_table().bias_add(dt, Y3.raw_data(), bias.raw_data(), 1, 7, 714, nullptr);  // 7 * 714 = 4998 values
+    cpu_table().bias_backward(dt, A.raw_data(), gb.raw_data(), 2, 7, 357, nullptr);
     std::vector<double> v = Y3.to_double_vector(), gbv = gb.to_double_vector();
     v.insert(v.end(), gbv.begin(), gbv.end());
     res[i][4] = v;
@@ -194,20 +316,20 @@ TEST_CASE("f16: im2col/col2im, elementwise, bias, pooling and loss kernels match
     const DType dt = dts[i];
     Tensor X = Tensor::from_vector(px, {2 * 3 * 7 * 9}, dt), Y = Tensor::empty({pg.N * pg.C * pg.P * pg.Q}, dt);
     std::vector<int32_t> am(size_t(pg.N * pg.C * pg.P * pg.Q));
-    cpu().max_pool2d_forward(dt, pg, X.raw_data(), Y.raw_data(), am.data(), nullptr);
+    cpu_table().max_pool2d_forward(dt, pg, X.raw_data(), Y.raw_data(), am.data(), nullptr);
     Tensor GX = Tensor::empty({2 * 3 * 7 * 9}, dt), A = Tensor::empty({6 * 2 * 2}, dt), GA = Tensor::empty({2 * 3 * 7 * 9}, dt);
-    cpu().max_pool2d_backward(dt, pg, X.raw_data(), Y.raw_data(), Y.raw_data(), am.data(), GX.raw_data(), nullptr);
-    cpu().adaptive_avg_pool2d_forward(dt, X.raw_data(), A.raw_data(), 6, 7, 9, 2, 2, nullptr);
-    cpu().adaptive_avg_pool2d_backward(dt, A.raw_data(), GA.raw_data(), 6, 7, 9, 2, 2, nullptr);
+    cpu_table().max_pool2d_backward(dt, pg, X.raw_data(), Y.raw_data(), Y.raw_data(), am.data(), GX.raw_data(), nullptr);
+    cpu_table().adaptive_avg_pool2d_forward(dt, X.raw_data(), A.raw_data(), 6, 7, 9, 2, 2, nullptr);
+    cpu_table().adaptive_avg_pool2d_backward(dt, A.raw_data(), GA.raw_data(), 6, 7, 9, 2, 2, nullptr);
     for (const Tensor& t : {Y, GX, A, GA}) {
       auto v = t.to_double_vector();
       pool[i].insert(pool[i].end(), v.begin(), v.end());
     }
     Tensor L = Tensor::from_vector(logits, {4, 10}, dt), losses = Tensor::empty({4}), probs = Tensor::empty({4, 10});
     Tensor gl = Tensor::full({1}, 0.75), G = Tensor::empty({4, 10}, dt);
-    cpu().softmax_cross_entropy_forward(dt, L.raw_data(), labels.data(), losses.raw_data(), probs.raw_data(), 4, 10,
+    cpu_table().softmax_cross_entropy_forward(dt, L.raw_data(), labels.data(), losses.raw_data(), probs.raw_data(), 4, 10,
                                         0.1, nullptr);
-    cpu().softmax_cross_entropy_backward(dt, probs.raw_data(), labels.data(), gl.raw_data(), 0.25, G.raw_data(), 4, 10,
+    cpu_table().softmax_cross_entropy_backward(dt, probs.raw_data(), labels.data(), gl.raw_data(), 0.25, G.raw_data(), 4, 10,
                                          0.1, nullptr);
     for (const Tensor& t : {losses, probs, G}) {
       auto v = t.to_double_vector();
@@ -232,13 +354,13 @@ TEST_CASE("f16: batch-norm kernels take f16 data with f32 parameters and statist
     Tensor rm = Tensor::zeros({C}), rv = Tensor::full({C}, 1.0), sm = Tensor::empty({C}), si = Tensor::empty({C});
     Tensor gg = Tensor::empty({C}), gbt = Tensor::empty({C}), gg2 = Tensor::empty({C}), gb2 = Tensor::empty({C});
     Tensor Ye = Tensor::empty({N * C * HW}, dt);
-    cpu().batch_norm_forward_train(dt, X.raw_data(), g.raw_data(), b.raw_data(), Y.raw_data(), sm.raw_data(),
+    cpu_table().batch_norm_forward_train(dt, X.raw_data(), g.raw_data(), b.raw_data(), Y.raw_data(), sm.raw_data(),
                                    si.raw_data(), rm.raw_data(), rv.raw_data(), N, C, HW, 0.1, 1e-5, nullptr);
-    cpu().batch_norm_backward_train(dt, X.raw_data(), GY.raw_data(), g.raw_data(), sm.raw_data(), si.raw_data(),
+    cpu_table().batch_norm_backward_train(dt, X.raw_data(), GY.raw_data(), g.raw_data(), sm.raw_data(), si.raw_data(),
                                     GX.raw_data(), gg.raw_data(), gbt.raw_data(), N, C, HW, 1e-5, nullptr);
-    cpu().batch_norm_forward_eval(dt, X.raw_data(), g.raw_data(), b.raw_data(), rm.raw_data(), rv.raw_data(),
+    cpu_table().batch_norm_forward_eval(dt, X.raw_data(), g.raw_data(), b.raw_data(), rm.raw_data(), rv.raw_data(),
                                   Ye.raw_data(), N, C, HW, 1e-5, nullptr);
-    cpu().batch_norm_backward_eval(dt, X.raw_data(), GY.raw_data(), g.raw_data(), rm.raw_data(), rv.raw_data(),
+    cpu_table().batch_norm_backward_eval(dt, X.raw_data(), GY.raw_data(), g.raw_data(), rm.raw_data(), rv.raw_data(),
                                    GX2.raw_data(), gg2.raw_data(), gb2.raw_data(), N, C, HW, 1e-5, nullptr);
     for (const Tensor& t : {Y, sm, si, rm, rv, GX, gg, gbt, Ye, GX2, gg2, gb2}) {
       auto v = t.to_double_vector();
@@ -254,22 +376,22 @@ TEST_CASE("f16: sum propagates inf and NaN, argmax, normalize_u8, random fills, 
     std::vector<double> v = f16_values(n, 50);
     Tensor s = Tensor::empty({1}, DType::f16);
     Tensor x = Tensor::from_vector(v, {n}, DType::f16);
-    cpu().sum(DType::f16, x.raw_data(), s.raw_data(), n, nullptr);
+    cpu_table().sum(DType::f16, x.raw_data(), s.raw_data(), n, nullptr);
     double exact = 0;
     for (double a : v) exact += a;
     CHECK(std::fabs(s.item() - exact) <= 1e-3 * std::fabs(exact) + 1e-3);
     v[size_t(n / 2)] = inf;
     x = Tensor::from_vector(v, {n}, DType::f16);
-    cpu().sum(DType::f16, x.raw_data(), s.raw_data(), n, nullptr);
+    cpu_table().sum(DType::f16, x.raw_data(), s.raw_data(), n, nullptr);
     CHECK(std::isinf(s.item()));
     v[size_t(n / 3)] = -inf;  // inf - inf
     x = Tensor::from_vector(v, {n}, DType::f16);
-    cpu().sum(DType::f16, x.raw_data(), s.raw_data(), n, nullptr);
+    cpu_table().sum(DType::f16, x.raw_data(), s.raw_data(), n, nullptr);
     CHECK(std::isnan(s.item()));
     v[size_t(n / 3)] = std::nan("");
     v[size_t(n / 2)] = 0;
     x = Tensor::from_vector(v, {n}, DType::f16);
-    cpu().sum(DType::f16, x.raw_data(), s.raw_data(), n, nullptr);
+    cpu_table().sum(DType::f16, x.raw_data(), s.raw_data(), n, nullptr);
     CHECK(std::isnan(s.item()));
     // Through the op: an overflowing f16 gradient shows up in the f16 sum.
     CHECK(std::isnan(ops::sum(x).item()));

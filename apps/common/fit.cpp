@@ -9,6 +9,7 @@
 
 #include "engine/autograd.h"
 #include "net/checkpoint.h"
+#include "ops/kernel_profile.h"
 #include "ops/ops.h"
 
 namespace ember::apps {
@@ -241,6 +242,7 @@ double benchmark(net::Module& model, const BenchmarkOptions& o) {
     (void)loss.item();  // wait for the step to finish (a device sync on GPUs)
   };
   for (int i = 0; i < o.warmup_batches; ++i) step();
+  reset_kernel_profile();  // a --profile table covers the timed steps only
   std::vector<double> speeds;
   for (int done = 0; done < o.batches;) {
     const int n = std::min(o.disp_batches, o.batches - done);

@@ -23,9 +23,12 @@
 // its own gw partial, summed in a fixed order so results do not depend on
 // scheduling).
 //
-// f16: the weights are converted to f32 once per call, each image (or stack
-// of images) is converted to f32 as its thread starts on it, the GEMMs run in
-// f32, and each output image is rounded once into f16 (ops/cpu/f16_util.h).
+// f16: the GEMMs run in f32, and no operand makes a separate conversion pass
+// through memory: f16 weights are converted as the GEMM packs them, the
+// padded grid and im2col convert while they copy, pointwise convolutions
+// convert the image while packing it and compute the output in cache-sized
+// chunks, and the pointwise filter gradient converts its operands chunk by
+// chunk (ops/cpu/gemm_f16.h). Each output is rounded into f16 once.
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
@@ -35,6 +38,7 @@
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/f16_util.h"
 #include "ops/cpu/gemm.h"
+#include "ops/cpu/gemm_f16.h"
 #include "ops/cpu/im2col.h"
 
 namespace ember::cpu {
@@ -45,8 +49,9 @@ bool is_pointwise(const Conv2dGeometry& g) {
 }
 bool is_stride1(const Conv2dGeometry& g) { return g.stride_h == 1 && g.stride_w == 1; }
 
-// local_buffer slots (f16_util.h) for f16 images converted to / from f32.
-constexpr int kF16In = 10, kF16In2 = 11, kF16Out = 12;
+// local_buffer slots (f16_util.h): f16 images converted to / from f32, and
+// the calling thread's flipped weights.
+constexpr int kF16In = 10, kF16Out = 12, kFlipped = 14;
 
 // Thread-local scratch buffers; Slot tells apart the ones used at once.
 enum class Slot { image, output, column };
@@ -112,11 +117,12 @@ struct PaddedGrid {
   }
 };
 
-// y[n] from x[n] on the padded grid (stride 1); x and y in the storage type
-// S (f16 is converted while padding and while extracting the output rows).
+// y[n] from x[n] on the padded grid (stride 1); x, w and y in the storage
+// type S (f16 is converted while padding, while packing w and while
+// extracting the output rows).
 //   x: [C, H, W]  w: [K, CRS]  y: [K, P, Q]
 template <typename T, typename S>
-void forward_image_grid(const Conv2dGeometry& g, const PaddedGrid<T>& grid, const S* x, const T* w, S* y) {
+void forward_image_grid(const Conv2dGeometry& g, const PaddedGrid<T>& grid, const S* x, const S* w, S* y) {
   T* xpad = scratch<T, Slot::image>(grid.padded_size(g));
   grid.pad(g, x, 1, xpad);
   const bool dense = std::is_same_v<S, T> && grid.Wp == g.Q;  // no extra columns: write y directly
@@ -124,7 +130,7 @@ void forward_image_grid(const Conv2dGeometry& g, const PaddedGrid<T>& grid, cons
   const PackB<T> pack = [&](int64_t k0, int64_t kc, int64_t j0, int64_t nc, T* dst) {
     grid.pack(xpad, k0, kc, j0, nc, dst);
   };
-  gemm_serial_packed<T>(false, g.K, grid.cols, g.col_rows(), T(1), w, g.col_rows(), pack, T(0), out, grid.cols);
+  gemm_serial_packed<T, S>(false, g.K, grid.cols, g.col_rows(), T(1), w, g.col_rows(), pack, T(0), out, grid.cols);
   if (dense) return;
   for (int64_t k = 0; k < g.K; ++k)
     for (int64_t p = 0; p < g.P; ++p) copy_values(out + k * grid.cols + p * grid.Wp, y + (k * g.P + p) * g.Q, g.Q);
@@ -132,13 +138,20 @@ void forward_image_grid(const Conv2dGeometry& g, const PaddedGrid<T>& grid, cons
 
 // ------------------------------------------------------------- im2col path
 
-template <typename T>
-void forward_image_im2col(const Conv2dGeometry& g, const T* x, const T* w, T* y, bool parallel_gemm) {
+// x, w, y in the storage type S (f16 x is converted while unfolding).
+//   x: [C, H, W]  w: [K, CRS]  y: [K, P, Q]
+template <typename S>
+void forward_image_im2col(const Conv2dGeometry& g, const S* x, const S* w, S* y, bool parallel_gemm) {
+  using T = compute_t<S>;
   const int64_t CRS = g.col_rows(), PQ = g.col_cols();
   T* col = scratch<T, Slot::column>(size_t(CRS * PQ));
   im2col_image(g, x, col);
-  auto mm = parallel_gemm ? gemm_parallel<T> : gemm_serial<T>;
-  mm(false, false, g.K, PQ, CRS, T(1), w, CRS, col, PQ, T(0), y, PQ);
+  if constexpr (is_f16_v<S>) {
+    gemm_f16a_chunked(false, g.K, PQ, CRS, w, CRS, col, PQ, y, PQ, parallel_gemm);
+  } else {
+    auto mm = parallel_gemm ? gemm_parallel<T> : gemm_serial<T>;
+    mm(false, false, g.K, PQ, CRS, T(1), w, CRS, col, PQ, T(0), y, PQ);
+  }
 }
 
 // Multiply-adds of one image's convolution (any of the three passes).
@@ -162,72 +175,69 @@ void for_each_image(int64_t N, int64_t flops_per_image, F&& image) {
 
 // ----------------------------------------------------------------- kernels
 
-// One image in the compute type T.   x: [C, H, W]  w: [K, CRS]  y: [K, P, Q]
-template <typename T>
-void forward_image(const Conv2dGeometry& g, const PaddedGrid<T>& grid, const T* x, const T* w, T* y, bool par) {
-  if (is_pointwise(g)) {  // the image is the column matrix
-    auto mm = par ? gemm_parallel<T> : gemm_serial<T>;
-    mm(false, false, g.K, g.H * g.W, g.C, T(1), w, g.C, x, g.H * g.W, T(0), y, g.H * g.W);
-  } else if (is_stride1(g)) {
-    forward_image_grid<T, T>(g, grid, x, w, y);
-  } else {
-    forward_image_im2col(g, x, w, y, par);
-  }
-}
-
-// x, y in the storage type S (f16, f32, f64); w already in the compute type.
+// x, w, y in the storage type S (f16, f32, f64).
 template <typename S>
-void conv_forward(const Conv2dGeometry& g, const S* x, const compute_t<S>* w, S* y) {
+void conv_forward(const Conv2dGeometry& g, const S* x, const S* w, S* y) {
   using T = compute_t<S>;
-  const int64_t CHW = g.C * g.H * g.W, KPQ = g.K * g.P * g.Q;
+  const int64_t CHW = g.C * g.H * g.W, PQ = g.col_cols(), KPQ = g.K * PQ;
   const PaddedGrid<T> grid(g, 1);
-  if (is_stride1(g) && !is_pointwise(g)) {  // converts while padding: no separate pass
-    for_each_image(g.N, conv_flops(g),
-                   [&](int64_t n, bool) { forward_image_grid(g, grid, x + n * CHW, w, y + n * KPQ); });
-    return;
-  }
   for_each_image(g.N, conv_flops(g), [&](int64_t n, bool par) {
-    const T* xn = load<kF16In>(x + n * CHW, CHW);
-    T* yn = out_ptr<kF16Out>(y + n * KPQ, KPQ);
-    forward_image(g, grid, xn, w, yn, par);
-    store(yn, y + n * KPQ, KPQ);
+    const S* xn = x + n * CHW;
+    S* yn = y + n * KPQ;
+    if (is_pointwise(g)) {  // the image is the column matrix
+      if constexpr (is_f16_v<S>) {
+        gemm_f16a_chunked(false, g.K, PQ, g.C, w, g.C, xn, PQ, yn, PQ, par);
+      } else {
+        auto mm = par ? gemm_parallel<T> : gemm_serial<T>;
+        mm(false, false, g.K, PQ, g.C, T(1), w, g.C, xn, PQ, T(0), yn, PQ);
+      }
+    } else if (is_stride1(g)) {  // converts while padding and while storing rows
+      forward_image_grid(g, grid, xn, w, yn);
+    } else {
+      forward_image_im2col(g, xn, w, yn, par);
+    }
   });
 }
 
 template <typename S>
-void conv_backward_data(const Conv2dGeometry& g, const S* gy, const compute_t<S>* w, S* gx) {
+void conv_backward_data(const Conv2dGeometry& g, const S* gy, const S* w, S* gx) {
   using T = compute_t<S>;
   const int64_t CRS = g.col_rows(), PQ = g.col_cols(), CHW = g.C * g.H * g.W, KPQ = g.K * PQ;
   if (is_pointwise(g)) {  // gx[n] = w^T gy[n]
     for_each_image(g.N, conv_flops(g), [&](int64_t n, bool par) {
-      auto mm = par ? gemm_parallel<T> : gemm_serial<T>;
-      const T* gyn = load<kF16In>(gy + n * KPQ, KPQ);
-      T* gxn = out_ptr<kF16Out>(gx + n * CHW, CHW);
-      mm(true, false, g.C, PQ, g.K, T(1), w, CRS, gyn, PQ, T(0), gxn, PQ);
-      store(gxn, gx + n * CHW, CHW);
+      if constexpr (is_f16_v<S>) {
+        gemm_f16a_chunked(true, g.C, PQ, g.K, w, CRS, gy + n * KPQ, PQ, gx + n * CHW, PQ, par);
+      } else {
+        auto mm = par ? gemm_parallel<T> : gemm_serial<T>;
+        mm(true, false, g.C, PQ, g.K, T(1), w, CRS, gy + n * KPQ, PQ, T(0), gx + n * CHW, PQ);
+      }
     });
     return;
   }
   if (is_stride1(g) && g.pad_h <= g.R - 1 && g.pad_w <= g.S - 1) {
     // gx = conv(gy, flip(w)^T) with padding R-1-pad: a stride-1 forward.
     //   wf[c, k, r, s] = w[k, c, R-1-r, S-1-s]
-    std::vector<T> wf(static_cast<size_t>(g.K * CRS));
-    for (int64_t k = 0; k < g.K; ++k)
-      for (int64_t c = 0; c < g.C; ++c)
-        for (int64_t r = 0; r < g.R; ++r)
-          for (int64_t s = 0; s < g.S; ++s)
-            wf[size_t(((c * g.K + k) * g.R + r) * g.S + s)] =
-                w[((k * g.C + c) * g.R + (g.R - 1 - r)) * g.S + (g.S - 1 - s)];
+    S* wf = local_buffer<S, kFlipped>(g.K * CRS);  // (moves f16 bits: exact)
+    parallel_for(0, g.C, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c)
+        for (int64_t k = 0; k < g.K; ++k)
+          for (int64_t r = 0; r < g.R; ++r)
+            for (int64_t s = 0; s < g.S; ++s)
+              wf[((c * g.K + k) * g.R + r) * g.S + s] = w[((k * g.C + c) * g.R + (g.R - 1 - r)) * g.S + (g.S - 1 - s)];
+    });
     const Conv2dGeometry gt = make_conv2d_geometry(g.N, g.K, g.P, g.Q, g.C, g.R, g.S, 1, 1, g.R - 1 - g.pad_h,
                                                    g.S - 1 - g.pad_w);
-    conv_forward(gt, gy, wf.data(), gx);
+    conv_forward(gt, gy, wf, gx);
     return;
   }
   for_each_image(g.N, conv_flops(g), [&](int64_t n, bool par) {
-    auto mm = par ? gemm_parallel<T> : gemm_serial<T>;
     T* dcol = scratch<T, Slot::column>(size_t(CRS * PQ));
-    const T* gyn = load<kF16In>(gy + n * KPQ, KPQ);
-    mm(true, false, CRS, PQ, g.K, T(1), w, CRS, gyn, PQ, T(0), dcol, PQ);
+    if constexpr (is_f16_v<S>) {
+      gemm_f16a_chunked(true, CRS, PQ, g.K, w, CRS, gy + n * KPQ, PQ, dcol, PQ, par);
+    } else {
+      auto mm = par ? gemm_parallel<T> : gemm_serial<T>;
+      mm(true, false, CRS, PQ, g.K, T(1), w, CRS, gy + n * KPQ, PQ, T(0), dcol, PQ);
+    }
     T* gxn = out_ptr<kF16Out>(gx + n * CHW, CHW);
     col2im_image(g, dcol, gxn);
     store(gxn, gx + n * CHW, CHW);
@@ -263,16 +273,23 @@ void conv_backward_filter(const Conv2dGeometry& g, const S* x, const S* gy, S* g
       gemm_nt_rows<T>(g.K, CRS, grid.cols, T(1), gyg, grid.cols, rows.data(), T(1), acc, CRS);
       return;
     }
-    const T* gyn = load<kF16In>(gy + n0 * g.K * PQ, count * g.K * PQ);
-    const T* xn = load<kF16In2>(x + n0 * CHW, count * CHW);
+    if constexpr (is_f16_v<S>) {
+      if (is_pointwise(g)) {  // converts gy and x in chunks along PQ
+        for (int64_t i = 0; i < count; ++i)
+          gemm_nt_accumulate_f16(g.K, CRS, PQ, gy + (n0 + i) * g.K * PQ, PQ, x + (n0 + i) * CHW, PQ, acc, CRS);
+        return;
+      }
+    }
     for (int64_t i = 0; i < count; ++i) {
-      const T* col = xn + i * CHW;  // a pointwise convolution's image is its column matrix
-      if (!is_pointwise(g)) {
+      const T* gyn = load<kF16In>(gy + (n0 + i) * g.K * PQ, g.K * PQ);
+      const T* col;
+      if constexpr (!is_f16_v<S>) col = x + (n0 + i) * CHW;  // a pointwise convolution's image is its column matrix
+      if (is_f16_v<S> || !is_pointwise(g)) {                  // (f16 pointwise returned above)
         T* buf = scratch<T, Slot::column>(size_t(CRS * PQ));
-        im2col_image(g, xn + i * CHW, buf);
+        im2col_image(g, x + (n0 + i) * CHW, buf);
         col = buf;
       }
-      gemm_serial<T>(false, true, g.K, CRS, PQ, T(1), gyn + i * g.K * PQ, PQ, col, PQ, T(1), acc, CRS);
+      gemm_serial<T>(false, true, g.K, CRS, PQ, T(1), gyn, PQ, col, PQ, T(1), acc, CRS);
     }
   };
 
@@ -302,35 +319,19 @@ void conv_backward_filter(const Conv2dGeometry& g, const S* x, const S* gy, S* g
   store(out, gw, KCRS);
 }
 
-// w [n] in the compute type: itself, or (f16) converted into `buf`.
-template <typename S>
-const compute_t<S>* weights_as_compute(const S* w, int64_t n, std::vector<float>& buf) {
-  if constexpr (is_f16_v<S>) {
-    buf.resize(size_t(n));
-    h2f(w, buf.data(), n);
-    return buf.data();
-  } else {
-    return w;
-  }
-}
-
 }  // namespace
 
 void conv2d_forward(DType dt, const Conv2dGeometry& g, const void* x, const void* w, void* y, Stream) {
   dispatch_storage(dt, "conv2d_forward", [&](auto zero) {
     using S = decltype(zero);
-    std::vector<float> wbuf;
-    conv_forward(g, static_cast<const S*>(x), weights_as_compute(static_cast<const S*>(w), g.K * g.col_rows(), wbuf),
-                 static_cast<S*>(y));
+    conv_forward(g, static_cast<const S*>(x), static_cast<const S*>(w), static_cast<S*>(y));
   });
 }
 
 void conv2d_backward_data(DType dt, const Conv2dGeometry& g, const void* gy, const void* w, void* gx, Stream) {
   dispatch_storage(dt, "conv2d_backward_data", [&](auto zero) {
     using S = decltype(zero);
-    std::vector<float> wbuf;
-    conv_backward_data(g, static_cast<const S*>(gy),
-                       weights_as_compute(static_cast<const S*>(w), g.K * g.col_rows(), wbuf), static_cast<S*>(gx));
+    conv_backward_data(g, static_cast<const S*>(gy), static_cast<const S*>(w), static_cast<S*>(gx));
   });
 }
 

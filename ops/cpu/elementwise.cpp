@@ -7,12 +7,15 @@
 // gradient accumulation); `#pragma omp simd` states that this is safe (each
 // element is read before it is written) without a runtime aliasing check.
 // Partially overlapping arrays are not supported. f16 runs the same loops in
-// f32 over converted chunks (ops/cpu/f16_util.h), rounding once on store.
+// f32 over converted chunks (ops/cpu/f16_util.h), rounding once on store;
+// add, gradient accumulation and relu run in f16 arithmetic instead where
+// the CPU has AVX512-FP16, which gives the same bits (ops/cpu/f16_native.h).
 #include <algorithm>
 #include <vector>
 
 #include "engine/parallel.h"
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/f16_native.h"
 #include "ops/cpu/f16_util.h"
 
 namespace ember::cpu {
@@ -31,10 +34,31 @@ void for_chunks(int64_t n, F&& body) {
     for (int64_t b = lo; b < hi; b += step) body(b, std::min(step, hi - b));
   });
 }
+
+// With f16 data and f16 arithmetic available and on, runs body(lo, len)
+// over [0, n) on the threads and returns true; else returns false.
+template <typename F>
+bool native_f16_chunks(DType dt, int64_t n, F&& body) {
+  if (dt != DType::f16 || !native_f16()) return false;
+  parallel_for(0, n, kGrain, [&](int64_t lo, int64_t hi) { body(lo, hi - lo); });
+  return true;
+}
+template <typename P>
+const f16* f16_at(const P* p, int64_t offset) {
+  return static_cast<const f16*>(p) + offset;
+}
+template <typename P>
+f16* f16_at(P* p, int64_t offset) {
+  return static_cast<f16*>(p) + offset;
+}
 }  // namespace
 
 // y = a + b                                                 a, b, y: [n]
 void add(DType dt, const void* a, const void* b, void* y, int64_t n, Stream) {
+#if defined(__AVX512FP16__)
+  if (native_f16_chunks(dt, n, [&](int64_t o, int64_t m) { native::add(f16_at(a, o), f16_at(b, o), f16_at(y, o), m); }))
+    return;
+#endif
   dispatch_storage(dt, "add", [&](auto zero) {
     using S = decltype(zero);
     using T = compute_t<S>;
@@ -51,6 +75,11 @@ void add(DType dt, const void* a, const void* b, void* y, int64_t n, Stream) {
 
 // y = alpha * x + beta * y; beta == 0 never reads y        x, y: [n]
 void axpby(DType dt, double alpha, const void* x, double beta, void* y, int64_t n, Stream) {
+#if defined(__AVX512FP16__)
+  if (alpha == 1.0 && beta == 1.0 &&  // gradient accumulation: y += x
+      native_f16_chunks(dt, n, [&](int64_t o, int64_t m) { native::add(f16_at(y, o), f16_at(x, o), f16_at(y, o), m); }))
+    return;
+#endif
   dispatch_storage(dt, "axpby", [&](auto zero) {
     using S = decltype(zero);
     using T = compute_t<S>;
@@ -79,6 +108,10 @@ void axpby(DType dt, double alpha, const void* x, double beta, void* y, int64_t 
 
 // y = max(x, 0); NaN stays NaN (as in PyTorch)              x, y: [n]
 void relu_forward(DType dt, const void* x, void* y, int64_t n, Stream) {
+#if defined(__AVX512FP16__)
+  if (native_f16_chunks(dt, n, [&](int64_t o, int64_t m) { native::relu_forward(f16_at(x, o), f16_at(y, o), m); }))
+    return;
+#endif
   dispatch_storage(dt, "relu_forward", [&](auto zero) {
     using S = decltype(zero);
     using T = compute_t<S>;
@@ -94,6 +127,12 @@ void relu_forward(DType dt, const void* x, void* y, int64_t n, Stream) {
 
 // gx = y > 0 ? gy : 0  (y is relu's output)                 y, gy, gx: [n]
 void relu_backward(DType dt, const void* y, const void* gy, void* gx, int64_t n, Stream) {
+#if defined(__AVX512FP16__)
+  if (native_f16_chunks(dt, n, [&](int64_t o, int64_t m) {
+        native::relu_backward(f16_at(y, o), f16_at(gy, o), f16_at(gx, o), m);
+      }))
+    return;
+#endif
   dispatch_storage(dt, "relu_backward", [&](auto zero) {
     using S = decltype(zero);
     using T = compute_t<S>;

@@ -98,6 +98,18 @@ inline float double_to_float_odd(double d) {
 // The correctly rounded f16 of a double (one rounding, through round-to-odd).
 inline f16 double_to_f16(double d) { return f2h(double_to_float_odd(d)); }
 
+// One value as type T: a plain conversion, or F16C's for f16 <-> f32.
+template <typename T, typename S>
+inline T convert_value(S v) {
+  if constexpr (is_f16_v<S> && !is_f16_v<T>) {
+    return T(h2f(v));
+  } else if constexpr (is_f16_v<T> && !is_f16_v<S>) {
+    return f2h(float(v));
+  } else {
+    return T(v);
+  }
+}
+
 // n values from src to dst, converting between f16 and f32 where the types differ.
 template <typename T>
 inline void copy_values(const T* src, T* dst, int64_t n) {

@@ -8,10 +8,8 @@
 // Padding rows/columns of partial panels are packed as zeros, so the
 // micro-kernel has no edge cases; partial tiles are stored through a buffer.
 //
-// f16 (the `gemm` kernel only): A and B are converted to f32 copies (in
-// parallel, vectorised), C is computed by the f32 GEMM into an f32 buffer
-// (holding beta * C converted from f16 when beta != 0) and rounded once into
-// the f16 C. The conversions are O(MK + KN + MN) against O(MNK) arithmetic.
+// f16 operands go through ops/cpu/gemm_f16.cpp, which converts them around
+// this f32 GEMM.
 #include "ops/cpu/gemm.h"
 
 #include <algorithm>
@@ -22,6 +20,7 @@
 #include "engine/parallel.h"
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/f16_util.h"
+#include "ops/cpu/gemm_f16.h"
 
 namespace ember::cpu {
 namespace {
@@ -97,22 +96,32 @@ void micro_kernel(int64_t kc, const T* __restrict a, const T* __restrict b, T* _
     }
 }
 
-// Packs rows [0, mc) x inner [0, kc) of op(A) into MR-row panels, zero padded.
+// Packs rows [0, mc) x inner [0, kc) of op(A) into MR-row panels, zero padded,
+// converting A's type TA (T, or f16 for T = float) on the way.
 //   A(i, k) = trans_a ? A[k * lda + i] : A[i * lda + k]
-template <typename T>
-void pack_a(bool trans_a, const T* A, int64_t lda, int64_t mc, int64_t kc, T* dst) {
+template <typename T, typename TA>
+void pack_a(bool trans_a, const TA* A, int64_t lda, int64_t mc, int64_t kc, T* dst) {
   for (int64_t i0 = 0; i0 < mc; i0 += kMR) {
     const int rows = int(std::min<int64_t>(kMR, mc - i0));
     T* panel = dst + i0 * kc;
     if (!trans_a) {
       for (int i = 0; i < rows; ++i) {
-        const T* src = A + (i0 + i) * lda;
-        for (int64_t k = 0; k < kc; ++k) panel[k * kMR + i] = src[k];
+        const TA* src = A + (i0 + i) * lda;
+        if constexpr (std::is_same_v<TA, T>) {
+          for (int64_t k = 0; k < kc; ++k) panel[k * kMR + i] = src[k];
+        } else {  // convert the row with vector instructions, then spread it
+          alignas(64) T row[kKC];
+          copy_values(src, row, kc);
+          for (int64_t k = 0; k < kc; ++k) panel[k * kMR + i] = row[k];
+        }
       }
     } else {
       for (int64_t k = 0; k < kc; ++k) {
-        const T* src = A + k * lda + i0;
-        for (int i = 0; i < rows; ++i) panel[k * kMR + i] = src[i];
+        const TA* src = A + k * lda + i0;
+        if (rows == kMR)
+          copy_values(src, panel + k * kMR, kMR);
+        else
+          for (int i = 0; i < rows; ++i) panel[k * kMR + i] = convert_value<T>(src[i]);
       }
     }
     for (int i = rows; i < kMR; ++i)
@@ -254,8 +263,8 @@ void nt_dot_rows(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t l
 }
 
 // The Goto loop nest over blocks, with op(B) supplied by a packer.
-template <typename T>
-void gemm_blocked(bool trans_a, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+template <typename T, typename TA>
+void gemm_blocked(bool trans_a, int64_t M, int64_t N, int64_t K, T alpha, const TA* A, int64_t lda,
                   const PackB<T>& pack, T beta, T* C, int64_t ldc) {
   constexpr int NR = kNR<T>;
   static thread_local Scratch<T> a_buf, b_buf;
@@ -305,8 +314,8 @@ void gemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T 
   gemm_blocked(trans_a, M, N, K, alpha, A, lda, pack, beta, C, ldc);
 }
 
-template <typename T>
-void gemm_serial_packed(bool trans_a, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+template <typename T, typename TA>
+void gemm_serial_packed(bool trans_a, int64_t M, int64_t N, int64_t K, T alpha, const TA* A, int64_t lda,
                         const PackB<T>& pack_b, T beta, T* C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0 || alpha == T(0)) {
@@ -351,46 +360,15 @@ void gemm_parallel(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
                                T*, int64_t);                                                                  \
   template void gemm_parallel<T>(bool, bool, int64_t, int64_t, int64_t, T, const T*, int64_t, const T*, int64_t, \
                                  T, T*, int64_t);                                                             \
-  template void gemm_serial_packed<T>(bool, int64_t, int64_t, int64_t, T, const T*, int64_t, const PackB<T>&, T, \
-                                      T*, int64_t);                                                           \
+  template void gemm_serial_packed<T, T>(bool, int64_t, int64_t, int64_t, T, const T*, int64_t, const PackB<T>&, T, \
+                                         T*, int64_t);                                                        \
   template void gemm_nt_rows<T>(int64_t, int64_t, int64_t, T, const T*, int64_t, const T* const*, T, T*, int64_t);
 EMBER_GEMM_INSTANTIATE(float)
 EMBER_GEMM_INSTANTIATE(double)
 #undef EMBER_GEMM_INSTANTIATE
+template void gemm_serial_packed<float, f16>(bool, int64_t, int64_t, int64_t, float, const f16*, int64_t,
+                                             const PackB<float>&, float, float*, int64_t);
 
-
-namespace {
-
-// rows x cols f16 matrix with leading dimension ld -> dense f32 [rows, cols].
-void rows_to_float(const f16* src, int64_t ld, int64_t rows, int64_t cols, float* dst) {
-  parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, cols)), [&](int64_t lo, int64_t hi) {
-    for (int64_t r = lo; r < hi; ++r) h2f(src + r * ld, dst + r * cols, cols);
-  });
-}
-
-// C [M, N] (ldc) = alpha * op(A) * op(B) + beta * C, all f16, through f32.
-void gemm_f16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const f16* A, int64_t lda,
-              const f16* B, int64_t ldb, float beta, f16* C, int64_t ldc) {
-  if (M <= 0 || N <= 0) return;
-  const int64_t a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
-  const int64_t b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
-  // The calling thread's grow-only buffers (no allocation or page faults per call).
-  float* af = local_buffer<float, 20>(std::max<int64_t>(1, a_rows * a_cols));
-  float* bf = local_buffer<float, 21>(std::max<int64_t>(1, b_rows * b_cols));
-  float* cf = local_buffer<float, 22>(M * N);
-  if (K > 0) {
-    rows_to_float(A, lda, a_rows, a_cols, af);
-    rows_to_float(B, ldb, b_rows, b_cols, bf);
-  }
-  if (beta != 0.0f) rows_to_float(C, ldc, M, N, cf);
-  gemm_parallel<float>(trans_a, trans_b, M, N, K, alpha, af, std::max<int64_t>(1, a_cols), bf,
-                       std::max<int64_t>(1, b_cols), beta, cf, N);
-  parallel_for(0, M, std::max<int64_t>(1, 16384 / N), [&](int64_t lo, int64_t hi) {
-    for (int64_t r = lo; r < hi; ++r) f2h(cf + r * N, C + r * ldc, N);
-  });
-}
-
-}  // namespace
 
 void gemm(DType dt, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const void* A,
           int64_t lda, const void* B, int64_t ldb, double beta, void* C, int64_t ldc, Stream) {

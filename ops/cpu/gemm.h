@@ -32,8 +32,9 @@ void gemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T 
 
 // C = alpha * op(A) * B + beta * C where B is never materialised: the
 // packer produces its panels (the convolutions pack straight from images).
-template <typename T>
-void gemm_serial_packed(bool trans_a, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+// A may be f16 with T = float (f16 weights): it is converted as it is packed.
+template <typename T, typename TA = T>
+void gemm_serial_packed(bool trans_a, int64_t M, int64_t N, int64_t K, T alpha, const TA* A, int64_t lda,
                         const PackB<T>& pack_b, T beta, T* C, int64_t ldc);
 
 // C = alpha * A * B^T + beta * C with B given as N row pointers, each row K

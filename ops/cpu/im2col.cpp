@@ -2,11 +2,13 @@
 // GEMM) and their kernel entries. Each row of the column matrix is one
 // (c, r, s) tap; runs of output columns that land inside the image are copied
 // with memcpy (stride 1) or a strided loop, the rest are zeros. For f16,
-// im2col only moves bits (exact); col2im sums in f32 and rounds once.
+// im2col only moves bits (exact) or
+// converts to f32 for the convolutions; col2im sums in f32 and rounds once.
 #include "ops/cpu/im2col.h"
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/f16_util.h"
@@ -28,8 +30,9 @@ inline void valid_q_range(const Conv2dGeometry& g, int64_t s, int64_t& lo, int64
 // x: [C, H, W] -> col: [C*R*S, P*Q]
 }  // namespace
 
-template <typename T>
-void im2col_image(const Conv2dGeometry& g, const T* x, T* col) {
+template <typename S, typename T>
+void im2col_image(const Conv2dGeometry& g, const S* x, T* col) {
+  static_assert(std::is_same_v<S, T>, "only f16 -> f32 converts (the specialisation below)");
   const int64_t PQ = g.P * g.Q;
   for (int64_t c = 0; c < g.C; ++c)
     for (int64_t r = 0; r < g.R; ++r)
@@ -53,6 +56,13 @@ void im2col_image(const Conv2dGeometry& g, const T* x, T* col) {
           for (int64_t q = q_hi; q < g.Q; ++q) out[q] = T(0);
         }
       }
+}
+
+// f16 image -> f32 columns: the image is converted once (vectorised) into
+// a thread-local buffer, which the f32 unfolding then copies from.
+template <>
+void im2col_image<f16, float>(const Conv2dGeometry& g, const f16* x, float* col) {
+  im2col_image(g, load<30>(x, g.C * g.H * g.W), col);
 }
 
 // col: [C*R*S, P*Q] -> x: [C, H, W] (sum of every column entry at its position)
@@ -79,9 +89,9 @@ void col2im_image(const Conv2dGeometry& g, const T* col, T* x) {
       }
 }
 
-template void im2col_image<float>(const Conv2dGeometry&, const float*, float*);
-template void im2col_image<double>(const Conv2dGeometry&, const double*, double*);
-template void im2col_image<f16>(const Conv2dGeometry&, const f16*, f16*);
+template void im2col_image<float, float>(const Conv2dGeometry&, const float*, float*);
+template void im2col_image<double, double>(const Conv2dGeometry&, const double*, double*);
+template void im2col_image<f16, f16>(const Conv2dGeometry&, const f16*, f16*);
 template void col2im_image<float>(const Conv2dGeometry&, const float*, float*);
 template void col2im_image<double>(const Conv2dGeometry&, const double*, double*);
 

@@ -8,9 +8,9 @@
 
 namespace ember::cpu {
 
-// x: [C, H, W] -> col: [C*R*S, P*Q]
-template <typename T>
-void im2col_image(const Conv2dGeometry& g, const T* x, T* col);
+// x: [C, H, W] -> col: [C*R*S, P*Q]; S -> T is f32/f64/f16 to itself, or f16 to f32.
+template <typename S, typename T>
+void im2col_image(const Conv2dGeometry& g, const S* x, T* col);
 
 // col: [C*R*S, P*Q] -> x: [C, H, W] (sum of every column entry at its position; overwrites x)
 template <typename T>

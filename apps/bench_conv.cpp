@@ -1,0 +1,159 @@
+// apps/bench_conv.cpp — times the CPU convolution kernels on every distinct
+// convolution of a ResNet, in f32 and f16, pass by pass.
+//
+//   build/bench_conv --num-layers 50 --batch-size 16 --image-size 224 --reps 5
+//
+// For each geometry (with how many times the network uses it) it prints the
+// median milliseconds of forward, backward-data and backward-filter in f32
+// and f16 and the f16/f32 ratio, then the totals weighted by the use counts:
+// the convolution share of one training step. An experiment tool in the
+// spirit of llm.c's dev/cuda benchmarks; correctness is the tests' job
+// (tests/test_f16.cpp, the op harness).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <map>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "apps/common/flags.h"
+#include "engine/error.h"
+#include "engine/parallel.h"
+#include "engine/tensor.h"
+#include "ops/kernels.h"
+
+namespace ember {
+namespace {
+
+struct Use {
+  Conv2dGeometry g;
+  int count = 0;
+};
+
+// Every convolution of a torchvision ResNet (18/34 basic blocks, 50/101/152
+// bottlenecks, stride on the 3x3), with its number of uses.
+std::vector<Use> resnet_convs(int depth, int64_t N, int64_t size) {
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>, Use> uses;  // C, H, K, R, stride, pad
+  auto conv = [&](int64_t C, int64_t H, int64_t K, int64_t R, int64_t stride) {
+    const int64_t pad = R / 2;
+    Use& u = uses[{C, H, K, R, stride, pad}];
+    if (u.count++ == 0) u.g = make_conv2d_geometry(N, C, H, H, K, R, R, stride, stride, pad, pad);
+    return u.g.P;
+  };
+  std::vector<int> blocks;
+  bool bottleneck = depth >= 50;
+  switch (depth) {
+    case 18: blocks = {2, 2, 2, 2}; break;
+    case 34: case 50: blocks = {3, 4, 6, 3}; break;
+    case 101: blocks = {3, 4, 23, 3}; break;
+    case 152: blocks = {3, 8, 36, 3}; break;
+    default: fail(cat("bench_conv: --num-layers must be 18, 34, 50, 101 or 152, got ", depth));
+  }
+  int64_t H = conv(3, size, 64, 7, 2);
+  H = (H + 2 - 3) / 2 + 1;  // max pool 3x3 stride 2 pad 1
+  int64_t C = 64;
+  for (int stage = 0; stage < 4; ++stage) {
+    const int64_t width = 64 << stage, out = bottleneck ? width * 4 : width;
+    for (int b = 0; b < blocks[size_t(stage)]; ++b) {
+      const int64_t stride = stage > 0 && b == 0 ? 2 : 1;
+      int64_t Ho;
+      if (bottleneck) {
+        conv(C, H, width, 1, 1);
+        Ho = conv(width, H, width, 3, stride);
+        conv(width, Ho, out, 1, 1);
+      } else {
+        Ho = conv(C, H, width, 3, stride);
+        conv(width, Ho, out, 3, 1);
+      }
+      if (stride != 1 || C != out) conv(C, H, out, 1, stride);
+      C = out, H = Ho;
+    }
+  }
+  std::vector<Use> list;
+  for (auto& [key, u] : uses) list.push_back(u);
+  return list;
+}
+
+double median_ms(int reps, const auto& f) {
+  f();  // warm-up: buffers sized, pages touched
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+struct Times {
+  double fwd = 0, bwd_data = 0, bwd_filter = 0;
+  double sum() const { return fwd + bwd_data + bwd_filter; }
+};
+
+Times time_conv(const Conv2dGeometry& g, DType dt, int reps, bool want_bwd_data) {
+  const Kernels& k = kernels_for(Device::cpu());
+  Tensor x = Tensor::empty({g.N, g.C, g.H, g.W}, dt), w = Tensor::empty({g.K, g.C, g.R, g.S}, dt);
+  Tensor y = Tensor::empty({g.N, g.K, g.P, g.Q}, dt), gy = Tensor::empty({g.N, g.K, g.P, g.Q}, dt);
+  Tensor gx = Tensor::empty({g.N, g.C, g.H, g.W}, dt), gw = Tensor::empty({g.K, g.C, g.R, g.S}, dt);
+  k.random_normal(dt, x.raw_data(), x.numel(), 1, 0, 0.0, 1.0, nullptr);
+  k.random_normal(dt, w.raw_data(), w.numel(), 2, 0, 0.0, 0.05, nullptr);
+  k.random_normal(dt, gy.raw_data(), gy.numel(), 3, 0, 0.0, 1.0, nullptr);
+  Times t;
+  t.fwd = median_ms(reps, [&] { k.conv2d_forward(dt, g, x.raw_data(), w.raw_data(), y.raw_data(), nullptr); });
+  if (want_bwd_data)
+    t.bwd_data = median_ms(reps, [&] { k.conv2d_backward_data(dt, g, gy.raw_data(), w.raw_data(), gx.raw_data(), nullptr); });
+  t.bwd_filter =
+      median_ms(reps, [&] { k.conv2d_backward_filter(dt, g, x.raw_data(), gy.raw_data(), gw.raw_data(), nullptr); });
+  return t;
+}
+
+int run(int argc, char** argv) {
+  int num_layers = 50, reps = 5, threads = 0;
+  int64_t batch = 16, size = 224;
+  apps::Flags f("bench_conv", "Time the CPU convolution kernels of a ResNet in f32 and f16 (median ms per call).");
+  f.add("num-layers", &num_layers, "ResNet depth: 18, 34, 50, 101 or 152");
+  f.add("batch-size", &batch, "images per call");
+  f.add("image-size", &size, "input height and width");
+  f.add("reps", &reps, "timed calls per pass (after one warm-up call); the median is printed");
+  f.add("threads", &threads, "CPU threads (0: all cores)");
+  if (!f.parse(argc, argv)) return 0;
+  EMBER_CHECK(reps > 0 && batch > 0 && size > 0, "bench_conv: --reps, --batch-size and --image-size must be positive");
+  set_num_threads(threads > 0 ? threads : int(std::thread::hardware_concurrency()));
+  std::printf("ResNet-%d convolutions, batch %lld, %lldx%lld, %d threads, median of %d\n", num_layers,
+              (long long)batch, (long long)size, (long long)size, num_threads(), reps);
+  std::printf("%-34s %4s | %8s %8s %8s | %8s %8s %8s | %6s\n", "geometry C,HxW->K RxS/stride", "uses", "fwd32",
+              "bdata32", "bfilt32", "fwd16", "bdata16", "bfilt16", "16/32");
+  Times total32, total16;
+  for (const Use& u : resnet_convs(num_layers, batch, size)) {
+    const Conv2dGeometry& g = u.g;
+    const bool first = g.C == 3;  // the stem's input gradient is never computed
+    const Times a = time_conv(g, DType::f32, reps, !first), b = time_conv(g, DType::f16, reps, !first);
+    char name[64];
+    std::snprintf(name, sizeof name, "%lld,%lldx%lld->%lld %lldx%lld/%lld", (long long)g.C, (long long)g.H,
+                  (long long)g.W, (long long)g.K, (long long)g.R, (long long)g.S, (long long)g.stride_h);
+    std::printf("%-34s %4d | %8.2f %8.2f %8.2f | %8.2f %8.2f %8.2f | %6.3f\n", name, u.count, a.fwd, a.bwd_data,
+                a.bwd_filter, b.fwd, b.bwd_data, b.bwd_filter, b.sum() / a.sum());
+    std::fflush(stdout);
+    total32.fwd += u.count * a.fwd, total32.bwd_data += u.count * a.bwd_data, total32.bwd_filter += u.count * a.bwd_filter;
+    total16.fwd += u.count * b.fwd, total16.bwd_data += u.count * b.bwd_data, total16.bwd_filter += u.count * b.bwd_filter;
+  }
+  std::printf("%-34s %4s | %8.1f %8.1f %8.1f | %8.1f %8.1f %8.1f | %6.3f\n", "step total (ms, weighted by uses)", "",
+              total32.fwd, total32.bwd_data, total32.bwd_filter, total16.fwd, total16.bwd_data, total16.bwd_filter,
+              total16.sum() / total32.sum());
+  return 0;
+}
+
+}  // namespace
+}  // namespace ember
+
+int main(int argc, char** argv) {
+  try {
+    return ember::run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_conv: error: %s\n", e.what());
+    return 1;
+  }
+}
