@@ -49,7 +49,7 @@ std::vector<Use> resnet_convs(int depth, int64_t N, int64_t size) {
     case 34: case 50: blocks = {3, 4, 6, 3}; break;
     case 101: blocks = {3, 4, 23, 3}; break;
     case 152: blocks = {3, 8, 36, 3}; break;
-    default: fail(cat("bench_conv: --num-layers must be 18, 34, 50, 101 or 152, got ", depth));
+    default: fail(cat("--num-layers must be 18, 34, 50, 101 or 152, got ", depth));
   }
   int64_t H = conv(3, size, 64, 7, 2);
   H = (H + 2 - 3) / 2 + 1;  // max pool 3x3 stride 2 pad 1
@@ -120,14 +120,15 @@ int run(int argc, char** argv) {
   f.add("reps", &reps, "timed calls per pass (after one warm-up call); the median is printed");
   f.add("threads", &threads, "CPU threads (0: all cores)");
   if (!f.parse(argc, argv)) return 0;
-  EMBER_CHECK(reps > 0 && batch > 0 && size > 0, "bench_conv: --reps, --batch-size and --image-size must be positive");
+  EMBER_CHECK(reps > 0 && batch > 0 && size > 0, "--reps, --batch-size and --image-size must be positive");
   set_num_threads(threads > 0 ? threads : int(std::thread::hardware_concurrency()));
+  const std::vector<Use> convs = resnet_convs(num_layers, batch, size);
   std::printf("ResNet-%d convolutions, batch %lld, %lldx%lld, %d threads, median of %d\n", num_layers,
               (long long)batch, (long long)size, (long long)size, num_threads(), reps);
   std::printf("%-34s %4s | %8s %8s %8s | %8s %8s %8s | %6s\n", "geometry C,HxW->K RxS/stride", "uses", "fwd32",
               "bdata32", "bfilt32", "fwd16", "bdata16", "bfilt16", "16/32");
   Times total32, total16;
-  for (const Use& u : resnet_convs(num_layers, batch, size)) {
+  for (const Use& u : convs) {
     const Conv2dGeometry& g = u.g;
     const bool first = g.C == 3;  // the stem's input gradient is never computed
     const Times a = time_conv(g, DType::f32, reps, !first), b = time_conv(g, DType::f16, reps, !first);
