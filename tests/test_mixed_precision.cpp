@@ -21,6 +21,16 @@ using ember::testing::TempDir;
 
 namespace {
 
+// A small CIFAR-style ResNet-8 for 28x28 grey images, 10 classes.
+net::ResNetConfig resnet8_config() {
+  net::ResNetConfig cfg;
+  cfg.num_layers = 8;
+  cfg.num_classes = 10;
+  cfg.in_channels = 1;
+  cfg.image_size = 28;
+  return cfg;
+}
+
 // An f16 tensor with the given values (rounded to f16).
 Tensor half_tensor(const std::vector<float>& values) {
   Tensor t = Tensor::empty({int64_t(values.size())}, DType::f16);
@@ -151,11 +161,7 @@ TEST_CASE("SGD with f16 parameters: a gradient with inf or NaN skips the step an
 }
 
 TEST_CASE("convert_to_half: conv/fc weights become f16, batch norm stays f32, masters are exact; restore_f32 inverts") {
-  net::ResNetConfig cfg;
-  cfg.num_layers = 8;
-  cfg.num_classes = 10;
-  cfg.in_channels = 1;
-  cfg.image_size = 28;
+  const net::ResNetConfig cfg = resnet8_config();
   Generator gen(3);
   net::ResNet model(cfg, gen);
   std::vector<std::pair<std::string, std::vector<double>>> before;
@@ -189,11 +195,7 @@ TEST_CASE("convert_to_half: conv/fc weights become f16, batch norm stays f32, ma
 
 TEST_CASE("checkpoints of fp16 training hold the f32 masters and load into an f32 model") {
   TempDir dir;
-  net::ResNetConfig cfg;
-  cfg.num_layers = 8;
-  cfg.num_classes = 10;
-  cfg.in_channels = 1;
-  cfg.image_size = 28;
+  const net::ResNetConfig cfg = resnet8_config();
   Generator gen(5);
   net::ResNet model(cfg, gen);
   const net::Masters masters = net::convert_to_half(model);

@@ -49,18 +49,10 @@ bool is_pointwise(const Conv2dGeometry& g) {
 }
 bool is_stride1(const Conv2dGeometry& g) { return g.stride_h == 1 && g.stride_w == 1; }
 
-// local_buffer slots (f16_util.h): f16 images converted to / from f32, and
-// the calling thread's flipped weights.
-constexpr int kF16In = 10, kF16Out = 12, kFlipped = 14;
-
-// Thread-local scratch buffers; Slot tells apart the ones used at once.
-enum class Slot { image, output, column };
-template <typename T, Slot slot>
-T* scratch(size_t n) {
-  static thread_local std::vector<T> buf;
-  if (buf.size() < n) buf.resize(n);
-  return buf.data();
-}
+// local_buffer slots (f16_util.h), one per buffer live at the same time:
+// f16 images converted to / from f32, the calling thread's flipped weights,
+// the padded image, the GEMM output on the padded grid, the column matrix.
+constexpr int kF16In = 10, kF16Out = 12, kFlipped = 14, kImage = 15, kOutput = 16, kColumn = 17;
 
 // ------------------------------------------------------------ padded grid
 
@@ -123,10 +115,10 @@ struct PaddedGrid {
 //   x: [C, H, W]  w: [K, CRS]  y: [K, P, Q]
 template <typename T, typename S>
 void forward_image_grid(const Conv2dGeometry& g, const PaddedGrid<T>& grid, const S* x, const S* w, S* y) {
-  T* xpad = scratch<T, Slot::image>(grid.padded_size(g));
+  T* xpad = local_buffer<T, kImage>(int64_t(grid.padded_size(g)));
   grid.pad(g, x, 1, xpad);
   const bool dense = std::is_same_v<S, T> && grid.Wp == g.Q;  // no extra columns: write y directly
-  T* out = dense ? reinterpret_cast<T*>(y) : scratch<T, Slot::output>(size_t(g.K * grid.cols));
+  T* out = dense ? reinterpret_cast<T*>(y) : local_buffer<T, kOutput>(g.K * grid.cols);
   const PackB<T> pack = [&](int64_t k0, int64_t kc, int64_t j0, int64_t nc, T* dst) {
     grid.pack(xpad, k0, kc, j0, nc, dst);
   };
@@ -138,14 +130,25 @@ void forward_image_grid(const Conv2dGeometry& g, const PaddedGrid<T>& grid, cons
 
 // ------------------------------------------------------------- im2col path
 
+// The column matrix [CRS, PQ] of image x in the compute type: an f32/f64
+// pointwise image is its own; otherwise x is unfolded (f16 converted) into
+// the thread's column buffer.
+template <typename S>
+const compute_t<S>* columns(const Conv2dGeometry& g, const S* x) {
+  if constexpr (!is_f16_v<S>)
+    if (is_pointwise(g)) return x;
+  compute_t<S>* col = local_buffer<compute_t<S>, kColumn>(g.col_rows() * g.col_cols());
+  im2col_image(g, x, col);
+  return col;
+}
+
 // x, w, y in the storage type S (f16 x is converted while unfolding).
 //   x: [C, H, W]  w: [K, CRS]  y: [K, P, Q]
 template <typename S>
 void forward_image_im2col(const Conv2dGeometry& g, const S* x, const S* w, S* y, bool parallel_gemm) {
   using T = compute_t<S>;
   const int64_t CRS = g.col_rows(), PQ = g.col_cols();
-  T* col = scratch<T, Slot::column>(size_t(CRS * PQ));
-  im2col_image(g, x, col);
+  const T* col = columns(g, x);
   if constexpr (is_f16_v<S>) {
     gemm_f16a_chunked(false, g.K, PQ, CRS, w, CRS, col, PQ, y, PQ, parallel_gemm);
   } else {
@@ -231,7 +234,7 @@ void conv_backward_data(const Conv2dGeometry& g, const S* gy, const S* w, S* gx)
     return;
   }
   for_each_image(g.N, conv_flops(g), [&](int64_t n, bool par) {
-    T* dcol = scratch<T, Slot::column>(size_t(CRS * PQ));
+    T* dcol = local_buffer<T, kColumn>(CRS * PQ);
     if constexpr (is_f16_v<S>) {
       gemm_f16a_chunked(true, CRS, PQ, g.K, w, CRS, gy + n * KPQ, PQ, dcol, PQ, par);
     } else {
@@ -259,10 +262,10 @@ void conv_backward_filter(const Conv2dGeometry& g, const S* x, const S* gy, S* g
   auto images = [&](int64_t n0, int64_t count, T* acc) {
     if (grid_path) {  // reads x and gy in the storage type, converting while copying to the grid
       const S* gyn = gy + n0 * g.K * PQ;
-      T* xpad = scratch<T, Slot::image>(grid.padded_size(g));
+      T* xpad = local_buffer<T, kImage>(int64_t(grid.padded_size(g)));
       grid.pad(g, x + n0 * CHW, count, xpad);
       // gy on the grid: junk rows and extra columns are zero so they add nothing.
-      T* gyg = scratch<T, Slot::output>(size_t(g.K * grid.cols));
+      T* gyg = local_buffer<T, kOutput>(g.K * grid.cols);
       std::memset(gyg, 0, sizeof(T) * size_t(g.K * grid.cols));
       for (int64_t i = 0; i < count; ++i)
         for (int64_t k = 0; k < g.K; ++k)
@@ -282,14 +285,7 @@ void conv_backward_filter(const Conv2dGeometry& g, const S* x, const S* gy, S* g
     }
     for (int64_t i = 0; i < count; ++i) {
       const T* gyn = load<kF16In>(gy + (n0 + i) * g.K * PQ, g.K * PQ);
-      const T* col;
-      if constexpr (!is_f16_v<S>) col = x + (n0 + i) * CHW;  // a pointwise convolution's image is its column matrix
-      if (is_f16_v<S> || !is_pointwise(g)) {                  // (f16 pointwise returned above)
-        T* buf = scratch<T, Slot::column>(size_t(CRS * PQ));
-        im2col_image(g, x + (n0 + i) * CHW, buf);
-        col = buf;
-      }
-      gemm_serial<T>(false, true, g.K, CRS, PQ, T(1), gyn, PQ, col, PQ, T(1), acc, CRS);
+      gemm_serial<T>(false, true, g.K, CRS, PQ, T(1), gyn, PQ, columns(g, x + (n0 + i) * CHW), PQ, T(1), acc, CRS);
     }
   };
 

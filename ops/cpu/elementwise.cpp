@@ -35,6 +35,23 @@ void for_chunks(int64_t n, F&& body) {
   });
 }
 
+// y[i] = f(a[i], b[i]) for i in [0, n), in the compute type of dt's storage.
+template <typename F>
+void binary_elementwise(DType dt, const char* kernel, const void* a, const void* b, void* y, int64_t n, F&& f) {
+  dispatch_storage(dt, kernel, [&](auto zero) {
+    using S = decltype(zero);
+    using T = compute_t<S>;
+    for_chunks<S>(n, [&](int64_t o, int64_t m) {
+      const T* pa = load<0>(static_cast<const S*>(a) + o, m);
+      const T* pb = load<1>(static_cast<const S*>(b) + o, m);
+      T* py = out_ptr<2>(static_cast<S*>(y) + o, m);
+#pragma omp simd
+      for (int64_t i = 0; i < m; ++i) py[i] = f(pa[i], pb[i]);
+      store(py, static_cast<S*>(y) + o, m);
+    });
+  });
+}
+
 // With f16 data and f16 arithmetic available and on, runs body(lo, len)
 // over [0, n) on the threads and returns true; else returns false.
 template <typename F>
@@ -59,18 +76,7 @@ void add(DType dt, const void* a, const void* b, void* y, int64_t n, Stream) {
   if (native_f16_chunks(dt, n, [&](int64_t o, int64_t m) { native::add(f16_at(a, o), f16_at(b, o), f16_at(y, o), m); }))
     return;
 #endif
-  dispatch_storage(dt, "add", [&](auto zero) {
-    using S = decltype(zero);
-    using T = compute_t<S>;
-    for_chunks<S>(n, [&](int64_t o, int64_t m) {
-      const T* pa = load<0>(static_cast<const S*>(a) + o, m);
-      const T* pb = load<1>(static_cast<const S*>(b) + o, m);
-      T* py = out_ptr<2>(static_cast<S*>(y) + o, m);
-#pragma omp simd
-      for (int64_t i = 0; i < m; ++i) py[i] = pa[i] + pb[i];
-      store(py, static_cast<S*>(y) + o, m);
-    });
-  });
+  binary_elementwise(dt, "add", a, b, y, n, [](auto x, auto z) { return x + z; });
 }
 
 // y = alpha * x + beta * y; beta == 0 never reads y        x, y: [n]
@@ -133,21 +139,9 @@ void relu_backward(DType dt, const void* y, const void* gy, void* gx, int64_t n,
       }))
     return;
 #endif
-  dispatch_storage(dt, "relu_backward", [&](auto zero) {
-    using S = decltype(zero);
-    using T = compute_t<S>;
-    for_chunks<S>(n, [&](int64_t o, int64_t m) {
-      const T* py = load<0>(static_cast<const S*>(y) + o, m);
-      const T* pgy = load<1>(static_cast<const S*>(gy) + o, m);
-      T* pgx = out_ptr<2>(static_cast<S*>(gx) + o, m);
-#pragma omp simd
-      for (int64_t i = 0; i < m; ++i) {
-        const T g = pgy[i];  // loaded unconditionally so the select vectorises
-        pgx[i] = py[i] > T(0) ? g : T(0);
-      }
-      store(pgx, static_cast<S*>(gx) + o, m);
-    });
-  });
+  // g is read unconditionally (an argument) so the select vectorises.
+  binary_elementwise(dt, "relu_backward", y, gy, gx, n,
+                     [](auto out, auto g) { return out > decltype(out)(0) ? g : decltype(out)(0); });
 }
 
 // y[o, c, i] += b[c]                         y: [outer, channels, inner]  b: [channels]

@@ -60,9 +60,11 @@ void im2col_image(const Conv2dGeometry& g, const S* x, T* col) {
 
 // f16 image -> f32 columns: the image is converted once (vectorised) into
 // a thread-local buffer, which the f32 unfolding then copies from.
+// (local_buffer slot 30: no caller of im2col_image uses it.)
 template <>
 void im2col_image<f16, float>(const Conv2dGeometry& g, const f16* x, float* col) {
-  im2col_image(g, load<30>(x, g.C * g.H * g.W), col);
+  constexpr int kImageF32 = 30;
+  im2col_image(g, load<kImageF32>(x, g.C * g.H * g.W), col);
 }
 
 // col: [C*R*S, P*Q] -> x: [C, H, W] (sum of every column entry at its position)
