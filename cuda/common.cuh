@@ -55,18 +55,13 @@ inline unsigned blocks_for(int64_t n, unsigned threads) {
   return unsigned(b < 1 ? 1 : (b > 65535 * 32 ? 65535 * 32 : b));
 }
 
-inline cudaStream_t as_cuda_stream(void* s) { return static_cast<cudaStream_t>(s); }
+// Index of this thread in a 1-D grid of 1-D blocks, and the grid's thread
+// count: the start and step of a grid-stride loop,
+//   for (int64_t i = grid_thread_index(); i < n; i += grid_thread_count())
+__device__ __forceinline__ int64_t grid_thread_index() { return int64_t(blockIdx.x) * blockDim.x + threadIdx.x; }
+__device__ __forceinline__ int64_t grid_thread_count() { return int64_t(gridDim.x) * blockDim.x; }
 
-// Calls f(T{}) with T = float or double for dt; any other dtype is an error
-// naming the kernel (launchers of f32/f64-only kernels use this).
-template <typename F>
-void dispatch_float(DType dt, const char* kernel, F&& f) {
-  switch (dt) {
-    case DType::f32: f(float{}); break;
-    case DType::f64: f(double{}); break;
-    default: ::ember::fail(::ember::cat("cuda ", kernel, ": unsupported dtype ", dtype_name(dt)));
-  }
-}
+inline cudaStream_t as_cuda_stream(void* s) { return static_cast<cudaStream_t>(s); }
 
 // ------------------------------------------------- storage / compute types
 // Mixed precision (ops/kernels.h): a kernel is templated on its STORAGE type

@@ -5,9 +5,10 @@
 // the table call. cuda/kernel_table.cu puts them into the "cuda" table (or,
 // compiled by g++ with EMBER_CUDASIM, the "cuda-sim" table).
 //
-// Kernels support f32 and f64 (f64 keeps the gradient checks exact on the
-// emulator and on GPUs); cast and fill also take f16 (and fill every dtype).
-// A kernel given another dtype throws ember::Error from the launcher.
+// Kernels support f32, f64 (which keeps the gradient checks exact on the
+// emulator and on GPUs) and f16 (f16 storage, f32 arithmetic: compute_t in
+// cuda/common.cuh); fill takes every dtype. A kernel given another dtype
+// throws ember::Error from the launcher.
 #pragma once
 #include "engine/error.h"
 #include "ops/kernels.h"

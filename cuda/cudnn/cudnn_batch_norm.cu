@@ -14,14 +14,6 @@
 namespace ember::cuda {
 namespace {
 
-// cuDNN wants alpha/beta in double for double data, float otherwise.
-struct Blend {
-  double d1 = 1.0, d0 = 0.0;
-  float f1 = 1.0f, f0 = 0.0f;
-  const void* one(DType dt) const { return dt == DType::f64 ? static_cast<const void*>(&d1) : &f1; }
-  const void* zero(DType dt) const { return dt == DType::f64 ? static_cast<const void*>(&d0) : &f0; }
-};
-
 // The activation descriptor and the derived [1, C, 1, 1] parameter descriptor.
 struct BnDescriptors {
   TensorDesc x, param;

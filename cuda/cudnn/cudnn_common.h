@@ -1,6 +1,6 @@
 // cuda/cudnn/cudnn_common.h — what the cuDNN/cuBLAS paths share: status checks
 // naming file and line, the per-process handles (bound to the caller's
-// stream), and RAII descriptors. Host code only; built with nvcc when cuDNN
+// stream), RAII descriptors and the alpha/beta blend scalars. Host code only; built with nvcc when cuDNN
 // is found (never in the emulator).
 #pragma once
 #include <cublas_v2.h>
@@ -38,61 +38,50 @@ cudnnDataType_t cudnn_type(DType dt, const char* kernel);
 // configuration). alpha/beta scalars are double for f64, float otherwise.
 cudnnDataType_t cudnn_compute_type(DType dt);
 
-class TensorDesc {
+// alpha = 1 and beta = 0 as cuDNN wants them: double for f64 data, float otherwise.
+struct Blend {
+  double d1 = 1.0, d0 = 0.0;
+  float f1 = 1.0f, f0 = 0.0f;
+  const void* one(DType dt) const { return dt == DType::f64 ? static_cast<const void*>(&d1) : &f1; }
+  const void* zero(DType dt) const { return dt == DType::f64 ? static_cast<const void*>(&d0) : &f0; }
+};
+
+// An RAII cuDNN descriptor: created by kCreate, destroyed by kDestroy, and
+// usable wherever cuDNN takes the handle D.
+template <typename D, cudnnStatus_t (*kCreate)(D*), cudnnStatus_t (*kDestroy)(D)>
+class Descriptor {
  public:
-  TensorDesc() { CUDNN_CHECK(cudnnCreateTensorDescriptor(&d_)); }
-  ~TensorDesc() { cudnnDestroyTensorDescriptor(d_); }
-  TensorDesc(const TensorDesc&) = delete;
-  TensorDesc& operator=(const TensorDesc&) = delete;
+  Descriptor() { CUDNN_CHECK(kCreate(&d_)); }
+  ~Descriptor() { kDestroy(d_); }
+  Descriptor(const Descriptor&) = delete;
+  Descriptor& operator=(const Descriptor&) = delete;
+  operator D() const { return d_; }
+
+ protected:
+  D d_ = nullptr;
+};
+
+class TensorDesc
+    : public Descriptor<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor> {
+ public:
   // Dense NCHW.
   TensorDesc& nchw(cudnnDataType_t t, int64_t n, int64_t c, int64_t h, int64_t w) {
     CUDNN_CHECK(cudnnSetTensor4dDescriptor(d_, CUDNN_TENSOR_NCHW, t, int(n), int(c), int(h), int(w)));
     return *this;
   }
-  operator cudnnTensorDescriptor_t() const { return d_; }
-
- private:
-  cudnnTensorDescriptor_t d_ = nullptr;
 };
 
-class FilterDesc {
+class FilterDesc
+    : public Descriptor<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor> {
  public:
-  FilterDesc() { CUDNN_CHECK(cudnnCreateFilterDescriptor(&d_)); }
-  ~FilterDesc() { cudnnDestroyFilterDescriptor(d_); }
-  FilterDesc(const FilterDesc&) = delete;
-  FilterDesc& operator=(const FilterDesc&) = delete;
   FilterDesc& kcrs(cudnnDataType_t t, int64_t k, int64_t c, int64_t r, int64_t s) {
     CUDNN_CHECK(cudnnSetFilter4dDescriptor(d_, t, CUDNN_TENSOR_NCHW, int(k), int(c), int(r), int(s)));
     return *this;
   }
-  operator cudnnFilterDescriptor_t() const { return d_; }
-
- private:
-  cudnnFilterDescriptor_t d_ = nullptr;
 };
 
-class ConvDesc {
- public:
-  ConvDesc() { CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d_)); }
-  ~ConvDesc() { cudnnDestroyConvolutionDescriptor(d_); }
-  ConvDesc(const ConvDesc&) = delete;
-  ConvDesc& operator=(const ConvDesc&) = delete;
-  operator cudnnConvolutionDescriptor_t() const { return d_; }
-
- private:
-  cudnnConvolutionDescriptor_t d_ = nullptr;
-};
-
-class PoolDesc {
- public:
-  PoolDesc() { CUDNN_CHECK(cudnnCreatePoolingDescriptor(&d_)); }
-  ~PoolDesc() { cudnnDestroyPoolingDescriptor(d_); }
-  PoolDesc(const PoolDesc&) = delete;
-  PoolDesc& operator=(const PoolDesc&) = delete;
-  operator cudnnPoolingDescriptor_t() const { return d_; }
-
- private:
-  cudnnPoolingDescriptor_t d_ = nullptr;
-};
+using ConvDesc =
+    Descriptor<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor>;
+using PoolDesc = Descriptor<cudnnPoolingDescriptor_t, cudnnCreatePoolingDescriptor, cudnnDestroyPoolingDescriptor>;
 
 }  // namespace ember::cuda

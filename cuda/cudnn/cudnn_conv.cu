@@ -90,14 +90,6 @@ Choice cached(Direction d, DType dt, const Conv2dGeometry& g, F&& choose) {
   return c;
 }
 
-// alpha = 1, beta = 0 in the compute type (double for f64, float otherwise).
-struct Scalars {
-  double d1 = 1.0, d0 = 0.0;
-  float f1 = 1.0f, f0 = 0.0f;
-  const void* one(DType dt) const { return dt == DType::f64 ? static_cast<const void*>(&d1) : &f1; }
-  const void* zero(DType dt) const { return dt == DType::f64 ? static_cast<const void*>(&d0) : &f0; }
-};
-
 }  // namespace
 
 void set_cudnn_benchmark(bool on) { g_benchmark = on; }
@@ -117,9 +109,9 @@ void cudnn_conv2d_forward(DType dt, const Conv2dGeometry& g, const void* x, cons
     return pick(perf, n, "conv2d_forward");
   });
   DeviceBuffer ws(c.workspace);
-  const Scalars k;
-  CUDNN_CHECK(cudnnConvolutionForward(h, k.one(dt), d.x, x, d.w, w, d.conv, cudnnConvolutionFwdAlgo_t(c.algo),
-                                      ws.get(), c.workspace, k.zero(dt), d.y, y));
+  const Blend b;
+  CUDNN_CHECK(cudnnConvolutionForward(h, b.one(dt), d.x, x, d.w, w, d.conv, cudnnConvolutionFwdAlgo_t(c.algo),
+                                      ws.get(), c.workspace, b.zero(dt), d.y, y));
 }
 
 void cudnn_conv2d_backward_data(DType dt, const Conv2dGeometry& g, const void* gy, const void* w, void* gx,
@@ -138,9 +130,9 @@ void cudnn_conv2d_backward_data(DType dt, const Conv2dGeometry& g, const void* g
     return pick(perf, n, "conv2d_backward_data");
   });
   DeviceBuffer ws(c.workspace);
-  const Scalars k;
-  CUDNN_CHECK(cudnnConvolutionBackwardData(h, k.one(dt), d.w, w, d.y, gy, d.conv,
-                                           cudnnConvolutionBwdDataAlgo_t(c.algo), ws.get(), c.workspace, k.zero(dt),
+  const Blend b;
+  CUDNN_CHECK(cudnnConvolutionBackwardData(h, b.one(dt), d.w, w, d.y, gy, d.conv,
+                                           cudnnConvolutionBwdDataAlgo_t(c.algo), ws.get(), c.workspace, b.zero(dt),
                                            d.x, gx));
 }
 
@@ -160,10 +152,10 @@ void cudnn_conv2d_backward_filter(DType dt, const Conv2dGeometry& g, const void*
     return pick(perf, n, "conv2d_backward_filter");
   });
   DeviceBuffer ws(c.workspace);
-  const Scalars k;
-  CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, k.one(dt), d.x, x, d.y, gy, d.conv,
+  const Blend b;
+  CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, b.one(dt), d.x, x, d.y, gy, d.conv,
                                              cudnnConvolutionBwdFilterAlgo_t(c.algo), ws.get(), c.workspace,
-                                             k.zero(dt), d.w, gw));
+                                             b.zero(dt), d.w, gw));
 }
 
 }  // namespace ember::cuda

@@ -22,13 +22,6 @@ struct PoolDescriptors {
   }
 };
 
-struct Blend {
-  double d1 = 1.0, d0 = 0.0;
-  float f1 = 1.0f, f0 = 0.0f;
-  const void* one(DType dt) const { return dt == DType::f64 ? static_cast<const void*>(&d1) : &f1; }
-  const void* zero(DType dt) const { return dt == DType::f64 ? static_cast<const void*>(&d0) : &f0; }
-};
-
 }  // namespace
 
 void cudnn_max_pool2d_forward(DType dt, const Pool2dGeometry& g, const void* x, void* y, int32_t*, Stream s) {

@@ -90,7 +90,7 @@ __global__ void forward_finalize_kernel(const T* x, const double* pa, const doub
                                         int64_t C, int64_t HW, const P* gamma, const P* beta, P* save_mean,
                                         P* save_invstd, P* running_mean, P* running_var, double momentum, double eps,
                                         P* coef) {
-  for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < C; c += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t c = grid_thread_index(); c < C; c += grid_thread_count()) {
     const int64_t M = N * HW;
     double s = 0.0, ss = 0.0;
     for (int64_t g = 0; g < G; ++g) {
@@ -117,7 +117,7 @@ __global__ void forward_finalize_kernel(const T* x, const double* pa, const doub
 template <typename T>
 __global__ void eval_coef_kernel(const T* gamma, const T* beta, const T* running_mean, const T* running_var,
                                  int64_t C, double eps, T* coef) {
-  for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < C; c += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t c = grid_thread_index(); c < C; c += grid_thread_count()) {
     coef[c] = running_mean[c];
     coef[C + c] = T(double(gamma[c]) / ::sqrt(double(running_var[c]) + eps));
     coef[2 * C + c] = beta[c];
@@ -127,7 +127,7 @@ __global__ void eval_coef_kernel(const T* gamma, const T* beta, const T* running
 // y = (x - coef[0, c]) * coef[1, c] + coef[2, c]        x, y: [N, C, HW]  coef: [3, C]
 template <typename T, typename P = compute_t<T>>
 __global__ void forward_apply_kernel(const T* x, T* y, const P* coef, int64_t total, int64_t C, int64_t HW) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = grid_thread_index(); i < total; i += grid_thread_count()) {
     const int64_t c = (i / HW) % C;
     y[i] = to_storage<T>((to_compute(x[i]) - coef[c]) * coef[C + c] + coef[2 * C + c]);
   }
@@ -142,7 +142,7 @@ template <typename T, bool kTrain>  // T: the parameter type here (compute_t of 
 __global__ void backward_finalize_kernel(const double* pa, const double* pb, int64_t G, int64_t M, int64_t C,
                                          const T* gamma, const T* mean, const T* stat, double eps, T* ggamma,
                                          T* gbeta, T* coef) {
-  for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < C; c += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t c = grid_thread_index(); c < C; c += grid_thread_count()) {
     double s1 = 0.0, s2 = 0.0;
     for (int64_t g = 0; g < G; ++g) {
       s1 += pa[c * G + g];
@@ -166,7 +166,7 @@ __global__ void backward_finalize_kernel(const double* pa, const double* pb, int
 template <typename T, bool kTrain, typename P = compute_t<T>>
 __global__ void backward_apply_kernel(const T* x, const T* gy, T* gx, const P* coef, int64_t total, int64_t C,
                                       int64_t HW) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = grid_thread_index(); i < total; i += grid_thread_count()) {
     const int64_t c = (i / HW) % C;
     if (kTrain)
       gx[i] = to_storage<T>(coef[C + c] * to_compute(gy[i]) +

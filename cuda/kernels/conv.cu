@@ -87,7 +87,7 @@ template <typename T, typename I>
 __global__ void im2col_kernel(ConvDims<I> d, const T* x, T* col) {
   const I PQ = d.P * d.Q;
   const int64_t total = int64_t(d.C) * d.R * d.S * PQ;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
+  for (int64_t i = grid_thread_index(); i < total; i += grid_thread_count())
     col[i] = to_storage<T>(im2col_value(x, d, I(0), I(i / PQ), I(i % PQ)));
 }
 
@@ -97,7 +97,7 @@ template <typename T, typename I>
 __global__ void col2im_kernel(ConvDims<I> d, const T* col, T* x) {
   const I PQ = d.P * d.Q;
   const int64_t total = int64_t(d.C) * d.H * d.W;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = grid_thread_index(); i < total; i += grid_thread_count()) {
     const I w = I(i % d.W), h = I((i / d.W) % d.H), c = I(i / (int64_t(d.W) * d.H));
     compute_t<T> sum = 0;
     for (I r = 0; r < d.R; ++r) {
@@ -117,7 +117,7 @@ __global__ void col2im_kernel(ConvDims<I> d, const T* col, T* x) {
 // gw[i] = sum over z of part[z, i], z in order       part: [splits, n] (compute type)  gw: [n]
 template <typename T, typename Acc = compute_t<T>>
 __global__ void sum_slices_kernel(const Acc* part, int splits, int64_t n, T* gw) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = grid_thread_index(); i < n; i += grid_thread_count()) {
     Acc s = part[i];
     for (int z = 1; z < splits; ++z) s += part[int64_t(z) * n + i];
     gw[i] = to_storage<T>(s);
@@ -138,6 +138,21 @@ struct ForwardB {
   }
 };
 
+// A(row, n*plane + i) = x[n, row, i]: a [N, channels, plane] tensor read as
+// the [channels, N*plane] matrix (the operand counterpart of StorePlanes).
+//   backward data    A(c, k*RS + rs) = w[k, c, rs]      w: [K, C, R*S]
+//   backward filter  A(k, n*PQ + pq) = gy[n, k, pq]     gy: [N, K, P*Q]
+template <typename T, typename I>
+struct LoadPlanes {
+  const T* x;
+  I channels, plane;
+  static constexpr bool kKFastest = true;  // consecutive n*plane + i run along i
+  __device__ __forceinline__ compute_t<T> operator()(int64_t row, int64_t col) const {
+    const I n = I(col / plane), i = I(col % plane);
+    return to_compute(x[(n * channels + I(row)) * plane + i]);
+  }
+};
+
 // Column n*plane + i of a [channels, N*plane] result goes to y[n, row, i].
 //   y: [N, channels, plane]
 template <typename T, typename I>
@@ -147,18 +162,6 @@ struct StorePlanes {
   __device__ __forceinline__ void operator()(int, int64_t row, int64_t col, compute_t<T> acc) const {
     const I n = I(col / plane), i = I(col % plane);
     y[(n * channels + I(row)) * plane + i] = to_storage<T>(acc);
-  }
-};
-
-// backward data A(c, k*RS + rs) = w[k, c, rs]       w: [K, C, R*S]
-template <typename T, typename I>
-struct BackwardDataA {
-  const T* w;
-  I C, RS;
-  static constexpr bool kKFastest = true;  // consecutive k*RS + rs run along rs
-  __device__ __forceinline__ compute_t<T> operator()(int64_t c, int64_t krs) const {
-    const I k = I(krs / RS), rs = I(krs % RS);
-    return to_compute(w[(k * C + I(c)) * RS + rs]);
   }
 };
 
@@ -180,18 +183,6 @@ struct BackwardDataB {
     if (hp < 0 || wq < 0 || hp % d.sh != 0 || wq % d.sw != 0) return Acc(0);
     const I p = hp / d.sh, q = wq / d.sw;
     return (p < d.P && q < d.Q) ? to_compute(gy[((n * d.K + k) * d.P + p) * d.Q + q]) : Acc(0);
-  }
-};
-
-// backward filter A(k, n*PQ + pq) = gy[n, k, pq]      gy: [N, K, P*Q]
-template <typename T, typename I>
-struct BackwardFilterA {
-  const T* gy;
-  I K, PQ;
-  static constexpr bool kKFastest = true;  // consecutive n*PQ + pq run along pq
-  __device__ __forceinline__ compute_t<T> operator()(int64_t k, int64_t npq) const {
-    const I n = I(npq / PQ), pq = I(npq % PQ);
-    return to_compute(gy[(n * K + I(k)) * PQ + pq]);
   }
 };
 
@@ -224,21 +215,12 @@ struct StoreSlices {
 template <typename F>
 void dispatch_conv(DType dt, int64_t max_elems, const char* kernel, F&& f) {
   const bool narrow = max_elems < (int64_t(1) << 31);
-  switch (dt) {
-    case DType::f32:
-      if (narrow) f(float{}, int32_t{});
-      else f(float{}, int64_t{});
-      break;
-    case DType::f64:
-      if (narrow) f(double{}, int32_t{});
-      else f(double{}, int64_t{});
-      break;
-    case DType::f16:
-      if (narrow) f(__half{}, int32_t{});
-      else f(__half{}, int64_t{});
-      break;
-    default: fail(cat("cuda ", kernel, ": unsupported dtype ", dtype_name(dt)));
-  }
+  dispatch_float_half(dt, kernel, [&](auto t) {
+    if (narrow)
+      f(t, int32_t{});
+    else
+      f(t, int64_t{});
+  });
 }
 
 // The largest tensor (or index space) a convolution touches.
@@ -251,7 +233,7 @@ void backward_filter_tiles(const Conv2dGeometry& g, const T* x, const T* gy, T* 
   using Acc = compute_t<T>;
   const int64_t M = g.K, N = g.col_rows(), Kdim = g.N * g.P * g.Q;
   const ConvDims<I> d = dims_of<I>(g);
-  const BackwardFilterA<T, I> load_a{gy, I(g.K), I(g.P * g.Q)};
+  const LoadPlanes<T, I> load_a{gy, I(g.K), I(g.P * g.Q)};
   const BackwardFilterB<T, I> load_b{x, d};
   const int64_t tiles = ((M + Cfg::BM - 1) / Cfg::BM) * ((N + Cfg::BN - 1) / Cfg::BN);
   int64_t splits = 1;
@@ -302,9 +284,10 @@ void conv2d_forward(DType dt, const Conv2dGeometry& g, const void* x, const void
   dispatch_conv(dt, conv_max_elems(g), "conv2d_forward", [&](auto t, auto i) {
     using T = decltype(t);
     using I = decltype(i);
-    launch_gemm_auto<compute_t<T>>(g.K, g.N * g.P * g.Q, g.col_rows(), MatrixA<T, false>{static_cast<const T*>(w), g.col_rows()},
-                        ForwardB<T, I>{static_cast<const T*>(x), dims_of<I>(g)},
-                        StorePlanes<T, I>{static_cast<T*>(y), I(g.K), I(g.P * g.Q)}, as_cuda_stream(stream));
+    launch_gemm_auto<compute_t<T>>(g.K, g.N * g.P * g.Q, g.col_rows(),
+                                   MatrixA<T, false>{static_cast<const T*>(w), g.col_rows()},
+                                   ForwardB<T, I>{static_cast<const T*>(x), dims_of<I>(g)},
+                                   StorePlanes<T, I>{static_cast<T*>(y), I(g.K), I(g.P * g.Q)}, as_cuda_stream(stream));
   });
 }
 
@@ -314,9 +297,10 @@ void conv2d_backward_data(DType dt, const Conv2dGeometry& g, const void* gy, con
     using T = decltype(t);
     using I = decltype(i);
     launch_gemm_auto<compute_t<T>>(g.C, g.N * g.H * g.W, g.K * g.R * g.S,
-                        BackwardDataA<T, I>{static_cast<const T*>(w), I(g.C), I(g.R * g.S)},
-                        BackwardDataB<T, I>{static_cast<const T*>(gy), dims_of<I>(g)},
-                        StorePlanes<T, I>{static_cast<T*>(gx), I(g.C), I(g.H * g.W)}, as_cuda_stream(stream));
+                                   LoadPlanes<T, I>{static_cast<const T*>(w), I(g.C), I(g.R * g.S)},
+                                   BackwardDataB<T, I>{static_cast<const T*>(gy), dims_of<I>(g)},
+                                   StorePlanes<T, I>{static_cast<T*>(gx), I(g.C), I(g.H * g.W)},
+                                   as_cuda_stream(stream));
   });
 }
 

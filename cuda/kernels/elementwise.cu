@@ -136,8 +136,7 @@ void axpby(DType dt, double alpha, const void* x, double beta, void* y, int64_t 
                                                          : AxpbyForm::general;
     launch(axpby_kernel<T>, dim3(blocks_for(n, kElementwiseThreads)), dim3(kElementwiseThreads), 0,
            as_cuda_stream(stream), static_cast<compute_t<T>>(alpha), static_cast<const T*>(x),
-           static_cast<compute_t<T>>(beta),
-           static_cast<T*>(y), n, form);
+           static_cast<compute_t<T>>(beta), static_cast<T*>(y), n, form);
   });
 }
 

@@ -31,7 +31,7 @@ constexpr unsigned kScaleThreads = 256;  // threads per block of the C = beta * 
 template <typename T, typename Acc = compute_t<T>>
 __global__ void scale_c_kernel(int64_t M, int64_t N, Acc beta, T* C, int64_t ldc) {
   const int64_t total = M * N;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = grid_thread_index(); i < total; i += grid_thread_count()) {
     T& c = C[(i / N) * ldc + i % N];
     c = to_storage<T>(beta == Acc(0) ? Acc(0) : beta * to_compute(c));
   }
@@ -81,22 +81,12 @@ void gemm(DType dt, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
   EMBER_CHECK(empty || (ldc >= N && lda >= (trans_a ? M : K) && ldb >= (trans_b ? K : N)),
               "cuda gemm: leading dimensions (", lda, ", ", ldb, ", ", ldc, ") too small for M = ", M, ", N = ", N,
               ", K = ", K);
-  const cudaStream_t s = as_cuda_stream(stream);
-  switch (dt) {
-    case DType::f32:
-      gemm_dispatch<float>(trans_a, trans_b, M, N, K, float(alpha), static_cast<const float*>(A), lda,
-                           static_cast<const float*>(B), ldb, float(beta), static_cast<float*>(C), ldc, s);
-      break;
-    case DType::f64:
-      gemm_dispatch<double>(trans_a, trans_b, M, N, K, alpha, static_cast<const double*>(A), lda,
-                            static_cast<const double*>(B), ldb, beta, static_cast<double*>(C), ldc, s);
-      break;
-    case DType::f16:
-      gemm_dispatch<__half>(trans_a, trans_b, M, N, K, float(alpha), static_cast<const __half*>(A), lda,
-                            static_cast<const __half*>(B), ldb, float(beta), static_cast<__half*>(C), ldc, s);
-      break;
-    default: fail(cat("cuda gemm: unsupported dtype ", dtype_name(dt)));
-  }
+  dispatch_float_half(dt, "gemm", [&](auto zero) {
+    using T = decltype(zero);
+    using Acc = compute_t<T>;
+    gemm_dispatch<T>(trans_a, trans_b, M, N, K, Acc(alpha), static_cast<const T*>(A), lda, static_cast<const T*>(B),
+                     ldb, Acc(beta), static_cast<T*>(C), ldc, as_cuda_stream(stream));
+  });
 }
 
 }  // namespace ember::cuda

@@ -123,6 +123,19 @@ struct MatrixB {
 
 // --------------------------------------------------------------- kernel
 
+// Where element e of a staged BK x kWidth tile goes: (mn, kk), mn along the
+// tile's rows (A) or columns (B); k fastest when the loader reads k-fastest.
+struct TileSlot {
+  int mn, kk;
+};
+template <bool kKFastest, int kWidth, int BK>
+__device__ __forceinline__ TileSlot tile_slot(int e) {
+  if constexpr (kKFastest)
+    return {e / BK, e % BK};
+  else
+    return {e % kWidth, e / kWidth};
+}
+
 // C tile (blockIdx.y, blockIdx.x) of slice blockIdx.z; block: Cfg::kThreads threads.
 //   op(A): [M, Kdim] via load_a   op(B): [Kdim, N] via load_b   C: [M, N] via store
 template <typename T, typename Cfg, typename LoadA, typename LoadB, typename Store>
@@ -141,27 +154,9 @@ __global__ void gemm_tiled_kernel(int64_t M, int64_t N, int64_t Kdim, int64_t kc
   const int64_t col0 = int64_t(blockIdx.x) * BN;
   const int64_t tiles_m = (M + BM - 1) / BM;
 
-  // Where staged element e of a thread goes in the tile: (row/col, k).
-  auto a_slot = [&](int i, int& mm, int& kk) {
-    const int e = tid + i * NT;
-    if constexpr (LoadA::kKFastest) {
-      kk = e % BK;
-      mm = e / BK;
-    } else {
-      mm = e % BM;
-      kk = e / BM;
-    }
-  };
-  auto b_slot = [&](int i, int& nn, int& kk) {
-    const int e = tid + i * NT;
-    if constexpr (LoadB::kKFastest) {
-      kk = e % BK;
-      nn = e / BK;
-    } else {
-      nn = e % BN;
-      kk = e / BN;
-    }
-  };
+  // Where this thread's staged element i goes in the A and B tiles.
+  auto a_slot = [&](int i) { return tile_slot<LoadA::kKFastest, BM, BK>(tid + i * NT); };
+  auto b_slot = [&](int i) { return tile_slot<LoadB::kKFastest, BN, BK>(tid + i * NT); };
 
   for (int64_t tile_m = blockIdx.y; tile_m < tiles_m; tile_m += gridDim.y) {
     const int64_t row0 = tile_m * BM;
@@ -172,15 +167,13 @@ __global__ void gemm_tiled_kernel(int64_t M, int64_t N, int64_t Kdim, int64_t kc
     T ra[Cfg::kLoadsA], rb[Cfg::kLoadsB];
     auto fetch = [&](int64_t k0) {  // global -> registers, zeros outside
       for (int i = 0; i < Cfg::kLoadsA; ++i) {
-        int mm, kk;
-        a_slot(i, mm, kk);
-        const int64_t row = row0 + mm, k = k0 + kk;
+        const TileSlot s = a_slot(i);
+        const int64_t row = row0 + s.mn, k = k0 + s.kk;
         ra[i] = (row < M && k < k_end) ? load_a(row, k) : T(0);
       }
       for (int i = 0; i < Cfg::kLoadsB; ++i) {
-        int nn, kk;
-        b_slot(i, nn, kk);
-        const int64_t col = col0 + nn, k = k0 + kk;
+        const TileSlot s = b_slot(i);
+        const int64_t col = col0 + s.mn, k = k0 + s.kk;
         rb[i] = (col < N && k < k_end) ? load_b(k, col) : T(0);
       }
     };
@@ -188,14 +181,12 @@ __global__ void gemm_tiled_kernel(int64_t M, int64_t N, int64_t Kdim, int64_t kc
     if (k_begin < k_end) fetch(k_begin);
     for (int64_t k0 = k_begin; k0 < k_end; k0 += BK) {
       for (int i = 0; i < Cfg::kLoadsA; ++i) {  // registers -> shared
-        int mm, kk;
-        a_slot(i, mm, kk);
-        As[kk][mm] = ra[i];
+        const TileSlot s = a_slot(i);
+        As[s.kk][s.mn] = ra[i];
       }
       for (int i = 0; i < Cfg::kLoadsB; ++i) {
-        int nn, kk;
-        b_slot(i, nn, kk);
-        Bs[kk][nn] = rb[i];
+        const TileSlot s = b_slot(i);
+        Bs[s.kk][s.mn] = rb[i];
       }
       __syncthreads();
       if (k0 + BK < k_end) fetch(k0 + BK);  // in flight during the products below

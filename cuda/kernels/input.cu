@@ -9,7 +9,6 @@
 // output is computed in f32 (f32 constants) and rounded once.
 #include "cuda/common.cuh"
 #include "cuda/cuda_kernels.h"
-#include "cuda/kernels/reduce.cuh"
 
 namespace ember::cuda {
 
@@ -44,7 +43,7 @@ __global__ void normalize_u8_kernel(const uint8_t* __restrict__ x, T* __restrict
 
 //   x: u8 [N, C, HW]   y: [N, C, HW]   C = norm.channels
 void normalize_u8(DType dt, const uint8_t* x, void* y, int64_t N, int64_t HW, const ChannelNorm& norm, Stream stream) {
-  auto run = [&](auto zero) {
+  dispatch_float_half(dt, "normalize_u8", [&](auto zero) {
     using T = decltype(zero);
     const int64_t C = norm.channels;
     EMBER_CHECK(C >= 1 && C <= kMaxChannels, "normalize_u8: channels must be in [1, 8], got ", C);
@@ -58,13 +57,7 @@ void normalize_u8(DType dt, const uint8_t* x, void* y, int64_t N, int64_t HW, co
     if (total <= 0) return;
     launch(normalize_u8_kernel<T>, dim3(blocks_for(total, kNormalizeThreads)), dim3(kNormalizeThreads), 0,
            as_cuda_stream(stream), x, static_cast<T*>(y), total, HW, C, k);
-  };
-  switch (dt) {
-    case DType::f32: return run(float{});
-    case DType::f64: return run(double{});
-    case DType::f16: return run(__half{});
-    default: fail(cat("cuda normalize_u8: unsupported dtype ", dtype_name(dt)));
-  }
+  });
 }
 
 }  // namespace ember::cuda

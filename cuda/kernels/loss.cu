@@ -19,6 +19,7 @@
 // atomicMin on a device word (the smallest row wins whatever the schedule),
 // skip reading through the bad label, and the launcher copies the word back,
 // waits for the stream and throws the CPU kernel's message.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -170,17 +171,11 @@ void softmax_cross_entropy_forward(DType dt, const void* logits, const int64_t* 
     const T* x = static_cast<const T*>(logits);
     P* pl = static_cast<P*>(losses);
     P* pp = static_cast<P*>(probs);
-    if (classes >= kLossBlockMinClasses) {
-      const int64_t blocks = N < kMaxRowBlocks ? N : kMaxRowBlocks;
-      launch(softmax_xent_forward_kernel<T, BlockPerRow>, dim3(unsigned(blocks)), dim3(kLossRowThreads), 0, s, x,
-             labels, pl, pp, N, classes, on, off, bad_row);
-    } else {
-      const int64_t rows_per_block = kLossRowThreads / kWarpSize;
-      const int64_t wanted = (N + rows_per_block - 1) / rows_per_block;
-      const int64_t blocks = wanted < kMaxRowBlocks ? wanted : kMaxRowBlocks;
-      launch(softmax_xent_forward_kernel<T, WarpPerRow>, dim3(unsigned(blocks)), dim3(kLossRowThreads), 0, s, x, labels,
-             pl, pp, N, classes, on, off, bad_row);
-    }
+    const bool block_rows = classes >= kLossBlockMinClasses;
+    const int64_t rows_per_block = block_rows ? 1 : kLossRowThreads / kWarpSize;
+    const int64_t blocks = std::min((N + rows_per_block - 1) / rows_per_block, kMaxRowBlocks);
+    launch(block_rows ? softmax_xent_forward_kernel<T, BlockPerRow> : softmax_xent_forward_kernel<T, WarpPerRow>,
+           dim3(unsigned(blocks)), dim3(kLossRowThreads), 0, s, x, labels, pl, pp, N, classes, on, off, bad_row);
     throw_if_bad_label(flag, labels, classes, "softmax_cross_entropy_forward", s);
   });
 }

@@ -15,7 +15,6 @@
 
 #include "cuda/common.cuh"
 #include "cuda/cuda_kernels.h"
-#include "cuda/kernels/reduce.cuh"  // grid_thread_index / grid_thread_count
 
 namespace ember::cuda {
 

@@ -11,7 +11,6 @@
 // once each (the trainer normally keeps f32 masters and calls this with f32).
 #include "cuda/common.cuh"
 #include "cuda/cuda_kernels.h"
-#include "cuda/kernels/reduce.cuh"
 
 namespace ember::cuda {
 
@@ -46,7 +45,7 @@ __global__ void sgd_update_kernel(T* __restrict__ w, const T* __restrict__ g, T*
 
 //   w, g, momentum_buf: [n]   (momentum_buf may be nullptr when momentum == 0)
 void sgd_update(DType dt, void* w, const void* g, void* momentum_buf, int64_t n, const SgdParams& p, Stream stream) {
-  auto run = [&](auto zero) {
+  dispatch_float_half(dt, "sgd_update", [&](auto zero) {
     using T = decltype(zero);
     using C = compute_t<T>;
     const bool use_momentum = p.momentum != 0.0;
@@ -57,13 +56,7 @@ void sgd_update(DType dt, void* w, const void* g, void* momentum_buf, int64_t n,
     launch(sgd_update_kernel<T>, dim3(blocks_for(n, kSgdThreads)), dim3(kSgdThreads), 0, as_cuda_stream(stream),
            static_cast<T*>(w), static_cast<const T*>(g), static_cast<T*>(momentum_buf), n, C(p.lr), C(p.momentum),
            C(p.weight_decay), C(p.grad_scale), p.nesterov, form);
-  };
-  switch (dt) {
-    case DType::f32: return run(float{});
-    case DType::f64: return run(double{});
-    case DType::f16: return run(__half{});
-    default: fail(cat("cuda sgd_update: unsupported dtype ", dtype_name(dt)));
-  }
+  });
 }
 
 }  // namespace ember::cuda

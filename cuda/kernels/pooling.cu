@@ -24,10 +24,6 @@ namespace {
 
 constexpr unsigned kPoolThreads = 256;  // threads per block of every pooling kernel
 
-// Grid-stride loop over [0, n).
-#define EMBER_POOL_LOOP(i, n) \
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); i += int64_t(gridDim.x) * blockDim.x)
-
 // PyTorch's adaptive bin [start, end) of output i of `out` over `in`.
 __device__ __forceinline__ int64_t bin_start(int64_t i, int64_t in, int64_t out) { return (i * in) / out; }
 __device__ __forceinline__ int64_t bin_end(int64_t i, int64_t in, int64_t out) {
@@ -41,7 +37,7 @@ __device__ __forceinline__ int64_t bin_end(int64_t i, int64_t in, int64_t out) {
 template <typename T>
 __global__ void max_pool_forward_kernel(Pool2dGeometry g, const T* x, T* y, int32_t* argmax) {
   const int64_t total = g.N * g.C * g.P * g.Q;
-  EMBER_POOL_LOOP(i, total) {
+  for (int64_t i = grid_thread_index(); i < total; i += grid_thread_count()) {
     const int64_t q = i % g.Q, p = (i / g.Q) % g.P, plane = i / (g.P * g.Q);
     const T* xp = x + plane * g.H * g.W;
     const int64_t h0 = std::max<int64_t>(0, p * g.stride_h - g.pad_h);
@@ -70,7 +66,7 @@ __global__ void max_pool_forward_kernel(Pool2dGeometry g, const T* x, T* y, int3
 template <typename T>
 __global__ void max_pool_backward_kernel(Pool2dGeometry g, const T* gy, const int32_t* argmax, T* gx) {
   const int64_t total = g.N * g.C * g.H * g.W;
-  EMBER_POOL_LOOP(i, total) {
+  for (int64_t i = grid_thread_index(); i < total; i += grid_thread_count()) {
     const int64_t w = i % g.W, h = (i / g.W) % g.H, plane = i / (g.H * g.W);
     // windows p with p*sh - ph <= h <= p*sh - ph + R - 1, inside [0, P)
     const int64_t hh = h + g.pad_h, ww = w + g.pad_w;
@@ -93,7 +89,7 @@ template <typename T>
 __global__ void adaptive_avg_forward_kernel(const T* x, T* y, int64_t planes, int64_t H, int64_t W, int64_t OH,
                                             int64_t OW) {
   const int64_t total = planes * OH * OW;
-  EMBER_POOL_LOOP(o, total) {
+  for (int64_t o = grid_thread_index(); o < total; o += grid_thread_count()) {
     const int64_t j = o % OW, i = (o / OW) % OH, plane = o / (OH * OW);
     const int64_t h0 = bin_start(i, H, OH), h1 = bin_end(i, H, OH);
     const int64_t w0 = bin_start(j, W, OW), w1 = bin_end(j, W, OW);
@@ -111,7 +107,7 @@ template <typename T>
 __global__ void adaptive_avg_backward_kernel(const T* gy, T* gx, int64_t planes, int64_t H, int64_t W, int64_t OH,
                                              int64_t OW) {
   const int64_t total = planes * H * W;
-  EMBER_POOL_LOOP(e, total) {
+  for (int64_t e = grid_thread_index(); e < total; e += grid_thread_count()) {
     const int64_t w = e % W, h = (e / W) % H, plane = e / (H * W);
     // bins with start(i) <= h < end(i): i in [floor(h*OH/H), ceil((h+1)*OH/H) - 1]
     const int64_t i0 = (h * OH) / H, i1 = std::min(OH - 1, ((h + 1) * OH + H - 1) / H - 1);
@@ -131,8 +127,6 @@ __global__ void adaptive_avg_backward_kernel(const T* gy, T* gx, int64_t planes,
     gx[e] = to_storage<T>(sum);
   }
 }
-
-#undef EMBER_POOL_LOOP
 
 // -------------------------------------------------------------- launchers
 

@@ -18,7 +18,6 @@
 
 #include "cuda/common.cuh"
 #include "cuda/cuda_kernels.h"
-#include "cuda/kernels/reduce.cuh"
 #include "engine/rng.h"
 
 namespace ember::cuda {

@@ -15,6 +15,8 @@
 // smaller index), so the result is exactly the CPU's. f16 data is compared
 // as f32 (exact) and summed in double like the rest. Narrow rows take one
 // warp each; rows of kArgmaxBlockMinCols columns or more take one block each.
+#include <algorithm>
+
 #include "cuda/allocator.h"
 #include "cuda/common.cuh"
 #include "cuda/cuda_kernels.h"
@@ -108,17 +110,11 @@ void argmax_rows(DType dt, const void* x, int64_t* idx, int64_t rows, int64_t co
     if (rows <= 0) return;
     const cudaStream_t s = as_cuda_stream(stream);
     const int64_t c = cols < 0 ? 0 : cols;
-    if (c >= kArgmaxBlockMinCols) {
-      const int64_t blocks = rows < kMaxRowBlocks ? rows : kMaxRowBlocks;
-      launch(argmax_rows_block_kernel<T>, dim3(unsigned(blocks)), dim3(kArgmaxThreads), 0, s, static_cast<const T*>(x),
-             idx, rows, c);
-    } else {
-      const int64_t rows_per_block = kArgmaxThreads / kWarpSize;
-      const int64_t wanted = (rows + rows_per_block - 1) / rows_per_block;
-      const int64_t blocks = wanted < kMaxRowBlocks ? wanted : kMaxRowBlocks;
-      launch(argmax_rows_warp_kernel<T>, dim3(unsigned(blocks)), dim3(kArgmaxThreads), 0, s, static_cast<const T*>(x),
-             idx, rows, c);
-    }
+    const bool block_rows = c >= kArgmaxBlockMinCols;
+    const int64_t rows_per_block = block_rows ? 1 : kArgmaxThreads / kWarpSize;
+    const int64_t blocks = std::min((rows + rows_per_block - 1) / rows_per_block, kMaxRowBlocks);
+    launch(block_rows ? argmax_rows_block_kernel<T> : argmax_rows_warp_kernel<T>, dim3(unsigned(blocks)),
+           dim3(kArgmaxThreads), 0, s, static_cast<const T*>(x), idx, rows, c);
   });
 }
 

@@ -1,7 +1,7 @@
 // cuda/kernels/reduce.cuh — warp and block reductions for ember's kernels:
 // sum, max and argmax (value with its index), as __device__ helpers that any
-// .cu file can include after cuda/common.cuh, and the thread-index helpers
-// they and the grid-stride loops use.
+// .cu file can include after cuda/common.cuh, and the in-block thread-index
+// helpers they use (the grid-stride ones are in cuda/common.cuh).
 //
 // Warp level: a butterfly of __shfl_xor_sync over the 32 lanes (full mask, so
 // all 32 lanes must call it together). Every combine used here is symmetric
@@ -42,11 +42,6 @@ __device__ __forceinline__ int block_thread_index() {
 __device__ __forceinline__ int block_thread_count() { return int(blockDim.x * blockDim.y * blockDim.z); }
 __device__ __forceinline__ int lane_index() { return block_thread_index() % kWarpSize; }
 __device__ __forceinline__ int warp_index() { return block_thread_index() / kWarpSize; }
-
-// Index of this thread in a 1-D grid of 1-D blocks, and the grid's thread
-// count (the step of a grid-stride loop).
-__device__ __forceinline__ int64_t grid_thread_index() { return int64_t(blockIdx.x) * blockDim.x + threadIdx.x; }
-__device__ __forceinline__ int64_t grid_thread_count() { return int64_t(gridDim.x) * blockDim.x; }
 
 // ---------------------------------------------------------------- combines
 
@@ -125,28 +120,29 @@ __device__ __forceinline__ ArgMax<T> warp_argmax(ArgMax<T> a) {
 // Every thread of the block must call these (see the rules at the top); each
 // returns the result of the whole block in every thread.
 
-template <typename T>
-__device__ T block_sum(T v) {
+// block_sum and block_max: warp_reduce (warp_sum or warp_max) over each
+// warp, then over the warps' results (`identity` in the lanes past the last
+// warp).
+template <typename T, typename WarpReduce>
+__device__ T block_reduce(T v, T identity, WarpReduce warp_reduce) {
   __shared__ T warp_partial[kMaxBlockThreads / kWarpSize];
   const int lane = lane_index(), warp = warp_index(), warps = block_thread_count() / kWarpSize;
-  v = warp_sum(v);
+  v = warp_reduce(v);
   if (lane == 0) warp_partial[warp] = v;
   __syncthreads();
-  v = warp_sum(lane < warps ? warp_partial[lane] : T(0));
+  v = warp_reduce(lane < warps ? warp_partial[lane] : identity);
   __syncthreads();  // warp_partial is free again for the next call
   return v;
 }
 
 template <typename T>
+__device__ T block_sum(T v) {
+  return block_reduce(v, T(0), [](T x) { return warp_sum(x); });
+}
+
+template <typename T>
 __device__ T block_max(T v) {
-  __shared__ T warp_partial[kMaxBlockThreads / kWarpSize];
-  const int lane = lane_index(), warp = warp_index(), warps = block_thread_count() / kWarpSize;
-  v = warp_max(v);
-  if (lane == 0) warp_partial[warp] = v;
-  __syncthreads();
-  v = warp_max(lane < warps ? warp_partial[lane] : -std::numeric_limits<T>::infinity());
-  __syncthreads();
-  return v;
+  return block_reduce(v, -std::numeric_limits<T>::infinity(), [](T x) { return warp_max(x); });
 }
 
 template <typename T>

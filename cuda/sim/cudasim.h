@@ -329,104 +329,50 @@ CUDASIM_REDUCE(__reduce_xor_sync, unsigned, kReduceXor)
 
 // ------------------------------------------------------------------ atomics
 // Threads of a launch never run at the same time, so a plain
-// read-modify-write is atomic. Integer arithmetic wraps as on a GPU.
-inline int atomicAdd(int* a, int v) {
-  const int o = *a;
-  *a = int(unsigned(o) + unsigned(v));
-  return o;
-}
-inline unsigned atomicAdd(unsigned* a, unsigned v) {
-  const unsigned o = *a;
-  *a = o + v;
-  return o;
-}
-inline unsigned long long atomicAdd(unsigned long long* a, unsigned long long v) {
-  const unsigned long long o = *a;
-  *a = o + v;
-  return o;
-}
-inline float atomicAdd(float* a, float v) {
-  const float o = *a;
-  *a = o + v;
-  return o;
-}
-inline double atomicAdd(double* a, double v) {
-  const double o = *a;
-  *a = o + v;
-  return o;
-}
-inline __half atomicAdd(__half* a, __half v) {
-  const __half o = *a;
-  *a = __float2half_rn(__half2float(o) + __half2float(v));
-  return o;
-}
-inline __half2 atomicAdd(__half2* a, __half2 v) {
-  const __half2 o = *a;
-  *a = __halves2half2(__float2half_rn(__low2float(o) + __low2float(v)),
-                      __float2half_rn(__high2float(o) + __high2float(v)));
-  return o;
-}
-inline int atomicSub(int* a, int v) {
-  const int o = *a;
-  *a = int(unsigned(o) - unsigned(v));
-  return o;
-}
-inline unsigned atomicSub(unsigned* a, unsigned v) {
-  const unsigned o = *a;
-  *a = o - v;
-  return o;
-}
-inline int atomicExch(int* a, int v) {
-  const int o = *a;
-  *a = v;
-  return o;
-}
-inline unsigned atomicExch(unsigned* a, unsigned v) {
-  const unsigned o = *a;
-  *a = v;
-  return o;
-}
-inline unsigned long long atomicExch(unsigned long long* a, unsigned long long v) {
-  const unsigned long long o = *a;
-  *a = v;
-  return o;
-}
-inline float atomicExch(float* a, float v) {
-  const float o = *a;
-  *a = v;
-  return o;
-}
-inline double atomicExch(double* a, double v) {
-  const double o = *a;
-  *a = v;
-  return o;
-}
-#define CUDASIM_MINMAX_ATOMIC(T)  \
-  inline T atomicMin(T* a, T v) { \
-    const T o = *a;               \
-    *a = v < o ? v : o;           \
-    return o;                     \
-  }                               \
-  inline T atomicMax(T* a, T v) { \
-    const T o = *a;               \
-    *a = v > o ? v : o;           \
-    return o;                     \
+// read-modify-write is atomic: each atomic returns the old value o and
+// stores `update` (of o and the operand v). Integer arithmetic wraps as on
+// a GPU.
+#define CUDASIM_ATOMIC(name, T, update) \
+  inline T name(T* a, T v) {            \
+    const T o = *a;                     \
+    *a = update;                        \
+    return o;                           \
   }
+CUDASIM_ATOMIC(atomicAdd, int, int(unsigned(o) + unsigned(v)))
+CUDASIM_ATOMIC(atomicAdd, unsigned, o + v)
+CUDASIM_ATOMIC(atomicAdd, unsigned long long, o + v)
+CUDASIM_ATOMIC(atomicAdd, float, o + v)
+CUDASIM_ATOMIC(atomicAdd, double, o + v)
+CUDASIM_ATOMIC(atomicAdd, __half, __float2half_rn(__half2float(o) + __half2float(v)))
+CUDASIM_ATOMIC(atomicAdd, __half2,
+               __halves2half2(__float2half_rn(__low2float(o) + __low2float(v)),
+                              __float2half_rn(__high2float(o) + __high2float(v))))
+CUDASIM_ATOMIC(atomicSub, int, int(unsigned(o) - unsigned(v)))
+CUDASIM_ATOMIC(atomicSub, unsigned, o - v)
+CUDASIM_ATOMIC(atomicExch, int, v)
+CUDASIM_ATOMIC(atomicExch, unsigned, v)
+CUDASIM_ATOMIC(atomicExch, unsigned long long, v)
+CUDASIM_ATOMIC(atomicExch, float, v)
+CUDASIM_ATOMIC(atomicExch, double, v)
+CUDASIM_ATOMIC(atomicInc, unsigned, o >= v ? 0u : o + 1u)
+CUDASIM_ATOMIC(atomicDec, unsigned, (o == 0 || o > v) ? v : o - 1u)
+#define CUDASIM_MINMAX_ATOMIC(T)              \
+  CUDASIM_ATOMIC(atomicMin, T, v < o ? v : o) \
+  CUDASIM_ATOMIC(atomicMax, T, v > o ? v : o)
 CUDASIM_MINMAX_ATOMIC(int)
 CUDASIM_MINMAX_ATOMIC(unsigned)
 CUDASIM_MINMAX_ATOMIC(long long)
 CUDASIM_MINMAX_ATOMIC(unsigned long long)
 #undef CUDASIM_MINMAX_ATOMIC
-inline unsigned atomicInc(unsigned* a, unsigned v) {
-  const unsigned o = *a;
-  *a = o >= v ? 0u : o + 1u;
-  return o;
-}
-inline unsigned atomicDec(unsigned* a, unsigned v) {
-  const unsigned o = *a;
-  *a = (o == 0 || o > v) ? v : o - 1u;
-  return o;
-}
+#define CUDASIM_BIT_ATOMIC(T)         \
+  CUDASIM_ATOMIC(atomicAnd, T, o & v) \
+  CUDASIM_ATOMIC(atomicOr, T, o | v)  \
+  CUDASIM_ATOMIC(atomicXor, T, o ^ v)
+CUDASIM_BIT_ATOMIC(int)
+CUDASIM_BIT_ATOMIC(unsigned)
+CUDASIM_BIT_ATOMIC(unsigned long long)
+#undef CUDASIM_BIT_ATOMIC
+#undef CUDASIM_ATOMIC
 #define CUDASIM_CAS_ATOMIC(T)                \
   inline T atomicCAS(T* a, T compare, T v) { \
     const T o = *a;                          \
@@ -438,26 +384,6 @@ CUDASIM_CAS_ATOMIC(unsigned)
 CUDASIM_CAS_ATOMIC(unsigned long long)
 CUDASIM_CAS_ATOMIC(unsigned short)
 #undef CUDASIM_CAS_ATOMIC
-#define CUDASIM_BIT_ATOMIC(T)     \
-  inline T atomicAnd(T* a, T v) { \
-    const T o = *a;               \
-    *a = o & v;                   \
-    return o;                     \
-  }                               \
-  inline T atomicOr(T* a, T v) {  \
-    const T o = *a;               \
-    *a = o | v;                   \
-    return o;                     \
-  }                               \
-  inline T atomicXor(T* a, T v) { \
-    const T o = *a;               \
-    *a = o ^ v;                   \
-    return o;                     \
-  }
-CUDASIM_BIT_ATOMIC(int)
-CUDASIM_BIT_ATOMIC(unsigned)
-CUDASIM_BIT_ATOMIC(unsigned long long)
-#undef CUDASIM_BIT_ATOMIC
 // The scoped variants (sm_60+) behave the same on one CPU thread.
 #define CUDASIM_SCOPED_ATOMIC(name)                                  \
   template <typename P, typename... A>                               \

@@ -11,6 +11,9 @@ namespace cudasim::detail {
 constexpr size_t kDefaultDynamicSharedMemory = 48 * 1024;  // without cudaFuncSetAttribute
 constexpr size_t kMaxSharedMemoryOptin = 227 * 1024;       // sharedMemPerBlockOptin of sm_90
 
+// printf into a std::string (at most 1023 characters).
+std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
+
 // Makes `code` the calling host thread's last error (cudaGetLastError,
 // cudaPeekAtLastError) and `message` what cudaGetErrorString(code) says
 // until the next error. Returns code.

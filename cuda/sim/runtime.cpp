@@ -36,7 +36,7 @@ struct CUstream_st {
 struct CUevent_st {
   unsigned flags = 0;
   bool recorded = false;
-  std::chrono::steady_clock::time_point time;
+  std::chrono::steady_clock::time_point time{};
 };
 
 namespace cudasim::detail {
@@ -47,74 +47,141 @@ thread_local cudaError_t t_last_error = cudaSuccess;
 thread_local cudaError_t t_detail_code = cudaSuccess;
 thread_local std::string t_detail;
 
-std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
-std::string fmt(const char* f, ...) {
-  char buf[1024];
-  va_list ap;
-  va_start(ap, f);
-  std::vsnprintf(buf, sizeof buf, f, ap);
-  va_end(ap);
-  return buf;
-}
-
-#define CUDASIM_ERROR_NAMES(X)                                                                                                                                 \
-  X(cudaErrorInvalidValue)                                                                                                                                     \
-  X(cudaErrorMemoryAllocation) X(cudaErrorInitializationError) X(cudaErrorCudartUnloading) X(cudaErrorProfilerDisabled) X(                                     \
-      cudaErrorProfilerNotInitialized) X(cudaErrorProfilerAlreadyStarted) X(cudaErrorProfilerAlreadyStopped) X(cudaErrorInvalidConfiguration)                  \
-      X(cudaErrorInvalidPitchValue) X(cudaErrorInvalidSymbol) X(cudaErrorInvalidHostPointer) X(cudaErrorInvalidDevicePointer) X(                               \
-          cudaErrorInvalidTexture) X(cudaErrorInvalidTextureBinding) X(cudaErrorInvalidChannelDescriptor) X(cudaErrorInvalidMemcpyDirection)                   \
-          X(cudaErrorAddressOfConstant) X(cudaErrorTextureFetchFailed) X(cudaErrorTextureNotBound) X(                                                          \
-              cudaErrorSynchronizationError) X(cudaErrorInvalidFilterSetting) X(cudaErrorInvalidNormSetting) X(cudaErrorMixedDeviceExecution)                  \
-              X(cudaErrorNotYetImplemented) X(cudaErrorMemoryValueTooLarge) X(cudaErrorStubLibrary) X(                                                         \
-                  cudaErrorInsufficientDriver) X(cudaErrorCallRequiresNewerDriver) X(cudaErrorInvalidSurface) X(cudaErrorDuplicateVariableName)                \
-                  X(cudaErrorDuplicateTextureName) X(cudaErrorDuplicateSurfaceName) X(cudaErrorDevicesUnavailable) X(                                          \
-                      cudaErrorIncompatibleDriverContext) X(cudaErrorMissingConfiguration) X(cudaErrorPriorLaunchFailure)                                      \
-                      X(cudaErrorLaunchMaxDepthExceeded) X(cudaErrorLaunchFileScopedTex) X(cudaErrorLaunchFileScopedSurf) X(                                   \
-                          cudaErrorSyncDepthExceeded) X(cudaErrorLaunchPendingCountExceeded) X(cudaErrorInvalidDeviceFunction)                                 \
-                          X(cudaErrorNoDevice) X(cudaErrorInvalidDevice) X(cudaErrorDeviceNotLicensed) X(cudaErrorSoftwareValidityNotEstablished) X(           \
-                              cudaErrorStartupFailure) X(cudaErrorInvalidKernelImage) X(cudaErrorDeviceUninitialized)                                          \
-                              X(cudaErrorMapBufferObjectFailed) X(cudaErrorUnmapBufferObjectFailed) X(cudaErrorArrayIsMapped) X(                               \
-                                  cudaErrorAlreadyMapped) X(cudaErrorNoKernelImageForDevice) X(cudaErrorAlreadyAcquired)                                       \
-                                  X(cudaErrorNotMapped) X(cudaErrorNotMappedAsArray) X(cudaErrorNotMappedAsPointer) X(                                         \
-                                      cudaErrorECCUncorrectable) X(cudaErrorUnsupportedLimit) X(cudaErrorDeviceAlreadyInUse) X(cudaErrorPeerAccessUnsupported) \
-                                      X(cudaErrorInvalidPtx) X(cudaErrorInvalidGraphicsContext) X(cudaErrorNvlinkUncorrectable) X(                             \
-                                          cudaErrorJitCompilerNotFound) X(cudaErrorUnsupportedPtxVersion)                                                      \
-                                          X(cudaErrorJitCompilationDisabled) X(cudaErrorUnsupportedExecAffinity) X(                                            \
-                                              cudaErrorUnsupportedDevSideSync) X(cudaErrorContained) X(cudaErrorInvalidSource) X(cudaErrorFileNotFound)        \
-                                              X(cudaErrorSharedObjectSymbolNotFound) X(cudaErrorSharedObjectInitFailed) X(cudaErrorOperatingSystem) X(         \
-                                                  cudaErrorInvalidResourceHandle) X(cudaErrorIllegalState)                                                     \
-                                                  X(cudaErrorLossyQuery) X(cudaErrorSymbolNotFound) X(cudaErrorNotReady) X(cudaErrorIllegalAddress) X(         \
-                                                      cudaErrorLaunchOutOfResources) X(cudaErrorLaunchTimeout) X(cudaErrorLaunchIncompatibleTexturing)         \
-                                                      X(cudaErrorPeerAccessAlreadyEnabled) X(cudaErrorPeerAccessNotEnabled) X(                                 \
-                                                          cudaErrorSetOnActiveProcess) X(cudaErrorContextIsDestroyed) X(cudaErrorAssert)                       \
-                                                          X(cudaErrorTooManyPeers) X(cudaErrorHostMemoryAlreadyRegistered) X(                                  \
-                                                              cudaErrorHostMemoryNotRegistered) X(cudaErrorHardwareStackError)                                 \
-                                                              X(cudaErrorIllegalInstruction) X(cudaErrorMisalignedAddress) X(cudaErrorInvalidAddressSpace) X(  \
-                                                                  cudaErrorInvalidPc) X(cudaErrorLaunchFailure) X(cudaErrorCooperativeLaunchTooLarge)          \
-                                                                  X(cudaErrorTensorMemoryLeak) X(cudaErrorNotPermitted) X(                                     \
-                                                                      cudaErrorNotSupported) X(cudaErrorSystemNotReady)                                        \
-                                                                      X(cudaErrorSystemDriverMismatch) X(                                                      \
-                                                                          cudaErrorCompatNotSupportedOnDevice) X(cudaErrorMpsConnectionFailed)                 \
-                                                                          X(cudaErrorMpsRpcFailure) X(                                                         \
-                                                                              cudaErrorMpsServerNotReady) X(cudaErrorMpsMaxClientsReached)                     \
-                                                                              X(cudaErrorMpsMaxConnectionsReached) X(                                          \
-                                                                                  cudaErrorMpsClientTerminated) X(cudaErrorCdpNotSupported)                    \
-                                                                                  X(cudaErrorCdpVersionMismatch) X(                                            \
-                                                                                      cudaErrorStreamCaptureUnsupported)                                       \
-                                                                                      X(cudaErrorStreamCaptureInvalidated) X(                                  \
-                                                                                          cudaErrorStreamCaptureMerge) X(cudaErrorStreamCaptureUnmatched)      \
-                                                                                          X(cudaErrorStreamCaptureUnjoined) X(                                 \
-                                                                                              cudaErrorStreamCaptureIsolation)                                 \
-                                                                                              X(cudaErrorStreamCaptureImplicit) X(                             \
-                                                                                                  cudaErrorCapturedEvent)                                      \
-                                                                                                  X(cudaErrorStreamCaptureWrongThread) X(                      \
-                                                                                                      cudaErrorTimeout) X(cudaErrorGraphExecUpdateFailure)     \
-                                                                                                      X(cudaErrorExternalDevice) X(                            \
-                                                                                                          cudaErrorInvalidClusterSize)                         \
-                                                                                                          X(cudaErrorFunctionNotLoaded)                        \
-                                                                                                              X(cudaErrorInvalidResourceType)                  \
-                                                                                                                  X(cudaErrorInvalidResourceConfiguration)     \
-                                                                                                                      X(cudaErrorUnknown)
+// clang-format off
+#define CUDASIM_ERROR_NAMES(X)                \
+  X(cudaErrorInvalidValue)                    \
+  X(cudaErrorMemoryAllocation)                \
+  X(cudaErrorInitializationError)             \
+  X(cudaErrorCudartUnloading)                 \
+  X(cudaErrorProfilerDisabled)                \
+  X(cudaErrorProfilerNotInitialized)          \
+  X(cudaErrorProfilerAlreadyStarted)          \
+  X(cudaErrorProfilerAlreadyStopped)          \
+  X(cudaErrorInvalidConfiguration)            \
+  X(cudaErrorInvalidPitchValue)               \
+  X(cudaErrorInvalidSymbol)                   \
+  X(cudaErrorInvalidHostPointer)              \
+  X(cudaErrorInvalidDevicePointer)            \
+  X(cudaErrorInvalidTexture)                  \
+  X(cudaErrorInvalidTextureBinding)           \
+  X(cudaErrorInvalidChannelDescriptor)        \
+  X(cudaErrorInvalidMemcpyDirection)          \
+  X(cudaErrorAddressOfConstant)               \
+  X(cudaErrorTextureFetchFailed)              \
+  X(cudaErrorTextureNotBound)                 \
+  X(cudaErrorSynchronizationError)            \
+  X(cudaErrorInvalidFilterSetting)            \
+  X(cudaErrorInvalidNormSetting)              \
+  X(cudaErrorMixedDeviceExecution)            \
+  X(cudaErrorNotYetImplemented)               \
+  X(cudaErrorMemoryValueTooLarge)             \
+  X(cudaErrorStubLibrary)                     \
+  X(cudaErrorInsufficientDriver)              \
+  X(cudaErrorCallRequiresNewerDriver)         \
+  X(cudaErrorInvalidSurface)                  \
+  X(cudaErrorDuplicateVariableName)           \
+  X(cudaErrorDuplicateTextureName)            \
+  X(cudaErrorDuplicateSurfaceName)            \
+  X(cudaErrorDevicesUnavailable)              \
+  X(cudaErrorIncompatibleDriverContext)       \
+  X(cudaErrorMissingConfiguration)            \
+  X(cudaErrorPriorLaunchFailure)              \
+  X(cudaErrorLaunchMaxDepthExceeded)          \
+  X(cudaErrorLaunchFileScopedTex)             \
+  X(cudaErrorLaunchFileScopedSurf)            \
+  X(cudaErrorSyncDepthExceeded)               \
+  X(cudaErrorLaunchPendingCountExceeded)      \
+  X(cudaErrorInvalidDeviceFunction)           \
+  X(cudaErrorNoDevice)                        \
+  X(cudaErrorInvalidDevice)                   \
+  X(cudaErrorDeviceNotLicensed)               \
+  X(cudaErrorSoftwareValidityNotEstablished)  \
+  X(cudaErrorStartupFailure)                  \
+  X(cudaErrorInvalidKernelImage)              \
+  X(cudaErrorDeviceUninitialized)             \
+  X(cudaErrorMapBufferObjectFailed)           \
+  X(cudaErrorUnmapBufferObjectFailed)         \
+  X(cudaErrorArrayIsMapped)                   \
+  X(cudaErrorAlreadyMapped)                   \
+  X(cudaErrorNoKernelImageForDevice)          \
+  X(cudaErrorAlreadyAcquired)                 \
+  X(cudaErrorNotMapped)                       \
+  X(cudaErrorNotMappedAsArray)                \
+  X(cudaErrorNotMappedAsPointer)              \
+  X(cudaErrorECCUncorrectable)                \
+  X(cudaErrorUnsupportedLimit)                \
+  X(cudaErrorDeviceAlreadyInUse)              \
+  X(cudaErrorPeerAccessUnsupported)           \
+  X(cudaErrorInvalidPtx)                      \
+  X(cudaErrorInvalidGraphicsContext)          \
+  X(cudaErrorNvlinkUncorrectable)             \
+  X(cudaErrorJitCompilerNotFound)             \
+  X(cudaErrorUnsupportedPtxVersion)           \
+  X(cudaErrorJitCompilationDisabled)          \
+  X(cudaErrorUnsupportedExecAffinity)         \
+  X(cudaErrorUnsupportedDevSideSync)          \
+  X(cudaErrorContained)                       \
+  X(cudaErrorInvalidSource)                   \
+  X(cudaErrorFileNotFound)                    \
+  X(cudaErrorSharedObjectSymbolNotFound)      \
+  X(cudaErrorSharedObjectInitFailed)          \
+  X(cudaErrorOperatingSystem)                 \
+  X(cudaErrorInvalidResourceHandle)           \
+  X(cudaErrorIllegalState)                    \
+  X(cudaErrorLossyQuery)                      \
+  X(cudaErrorSymbolNotFound)                  \
+  X(cudaErrorNotReady)                        \
+  X(cudaErrorIllegalAddress)                  \
+  X(cudaErrorLaunchOutOfResources)            \
+  X(cudaErrorLaunchTimeout)                   \
+  X(cudaErrorLaunchIncompatibleTexturing)     \
+  X(cudaErrorPeerAccessAlreadyEnabled)        \
+  X(cudaErrorPeerAccessNotEnabled)            \
+  X(cudaErrorSetOnActiveProcess)              \
+  X(cudaErrorContextIsDestroyed)              \
+  X(cudaErrorAssert)                          \
+  X(cudaErrorTooManyPeers)                    \
+  X(cudaErrorHostMemoryAlreadyRegistered)     \
+  X(cudaErrorHostMemoryNotRegistered)         \
+  X(cudaErrorHardwareStackError)              \
+  X(cudaErrorIllegalInstruction)              \
+  X(cudaErrorMisalignedAddress)               \
+  X(cudaErrorInvalidAddressSpace)             \
+  X(cudaErrorInvalidPc)                       \
+  X(cudaErrorLaunchFailure)                   \
+  X(cudaErrorCooperativeLaunchTooLarge)       \
+  X(cudaErrorTensorMemoryLeak)                \
+  X(cudaErrorNotPermitted)                    \
+  X(cudaErrorNotSupported)                    \
+  X(cudaErrorSystemNotReady)                  \
+  X(cudaErrorSystemDriverMismatch)            \
+  X(cudaErrorCompatNotSupportedOnDevice)      \
+  X(cudaErrorMpsConnectionFailed)             \
+  X(cudaErrorMpsRpcFailure)                   \
+  X(cudaErrorMpsServerNotReady)               \
+  X(cudaErrorMpsMaxClientsReached)            \
+  X(cudaErrorMpsMaxConnectionsReached)        \
+  X(cudaErrorMpsClientTerminated)             \
+  X(cudaErrorCdpNotSupported)                 \
+  X(cudaErrorCdpVersionMismatch)              \
+  X(cudaErrorStreamCaptureUnsupported)        \
+  X(cudaErrorStreamCaptureInvalidated)        \
+  X(cudaErrorStreamCaptureMerge)              \
+  X(cudaErrorStreamCaptureUnmatched)          \
+  X(cudaErrorStreamCaptureUnjoined)           \
+  X(cudaErrorStreamCaptureIsolation)          \
+  X(cudaErrorStreamCaptureImplicit)           \
+  X(cudaErrorCapturedEvent)                   \
+  X(cudaErrorStreamCaptureWrongThread)        \
+  X(cudaErrorTimeout)                         \
+  X(cudaErrorGraphExecUpdateFailure)          \
+  X(cudaErrorExternalDevice)                  \
+  X(cudaErrorInvalidClusterSize)              \
+  X(cudaErrorFunctionNotLoaded)               \
+  X(cudaErrorInvalidResourceType)             \
+  X(cudaErrorInvalidResourceConfiguration)    \
+  X(cudaErrorUnknown)
+// clang-format on
 
 const char* error_name(cudaError_t e) {
   switch (int(e)) {
@@ -276,9 +343,9 @@ bool is_device(const void* p) {
   return b && b->second.kind == Kind::device;
 }
 
-cudaError_t copy(const char* fn, void* dst, const void* src, size_t count, cudaMemcpyKind kind, cudaStream_t stream,
-                 bool check_stream) {
-  if (check_stream && !valid_stream(stream))
+// The synchronous calls pass stream 0, which is always valid.
+cudaError_t copy(const char* fn, void* dst, const void* src, size_t count, cudaMemcpyKind kind, cudaStream_t stream) {
+  if (!valid_stream(stream))
     return set_error(cudaErrorInvalidResourceHandle, fmt("cudasim: %s on a stream that does not exist", fn));
   if (kind != cudaMemcpyHostToHost && kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToHost &&
       kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
@@ -296,8 +363,8 @@ cudaError_t copy(const char* fn, void* dst, const void* src, size_t count, cudaM
   return cudaSuccess;
 }
 
-cudaError_t fill(const char* fn, void* dst, int value, size_t count, cudaStream_t stream, bool check_stream) {
-  if (check_stream && !valid_stream(stream))
+cudaError_t fill(const char* fn, void* dst, int value, size_t count, cudaStream_t stream) {
+  if (!valid_stream(stream))
     return set_error(cudaErrorInvalidResourceHandle, fmt("cudasim: %s on a stream that does not exist", fn));
   if (count == 0) return cudaSuccess;
   const std::string call = fmt("%s(%zu bytes)", fn, count);
@@ -331,17 +398,38 @@ cudaError_t bad_stream(const char* fn) {
   return set_error(cudaErrorInvalidResourceHandle, fmt("cudasim: %s: not a stream (destroyed?)", fn));
 }
 
+// A new stream or event joins its set; destroying one deletes it if the set
+// holds it (false otherwise: never created, or destroyed already).
+template <typename T>
+T* add_handle(std::set<const T*>& set, T* handle) {
+  std::lock_guard<std::mutex> lock(handles().mu);
+  set.insert(handle);
+  return handle;
+}
+template <typename T>
+bool destroy_handle(std::set<const T*>& set, T* handle) {
+  std::lock_guard<std::mutex> lock(handles().mu);
+  if (!handle || !set.erase(handle)) return false;
+  delete handle;
+  return true;
+}
+
 cudaError_t create_stream(cudaStream_t* s, unsigned flags, int priority) {
   if (!s) return set_error(cudaErrorInvalidValue, "cudasim: cudaStreamCreate: a null pointer");
-  auto* stream = new CUstream_st{flags, priority};
-  Handles& h = handles();
-  std::lock_guard<std::mutex> lock(h.mu);
-  h.streams.insert(stream);
-  *s = stream;
+  *s = add_handle(handles().streams, new CUstream_st{flags, priority});
   return cudaSuccess;
 }
 
 }  // namespace
+
+std::string fmt(const char* f, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, f);
+  std::vsnprintf(buf, sizeof buf, f, ap);
+  va_end(ap);
+  return buf;
+}
 
 cudaError_t set_error(cudaError_t code, std::string message) {
   t_last_error = code;
@@ -662,10 +750,10 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes* attributes, c
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
-  return copy("cudaMemcpy", dst, src, count, kind, nullptr, false);
+  return copy("cudaMemcpy", dst, src, count, kind, nullptr);
 }
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream) {
-  return copy("cudaMemcpyAsync", dst, src, count, kind, stream, true);
+  return copy("cudaMemcpyAsync", dst, src, count, kind, stream);
 }
 cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
                          enum cudaMemcpyKind kind) {
@@ -674,7 +762,7 @@ cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitc
                      fmt("cudasim: cudaMemcpy2D: width %zu exceeds a pitch (%zu, %zu)", width, dpitch, spitch));
   for (size_t r = 0; r < height; ++r)
     if (cudaError_t e = copy("cudaMemcpy2D", static_cast<char*>(dst) + r * dpitch,
-                             static_cast<const char*>(src) + r * spitch, width, kind, nullptr, false))
+                             static_cast<const char*>(src) + r * spitch, width, kind, nullptr))
       return e;
   return cudaSuccess;
 }
@@ -684,10 +772,10 @@ cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t 
   return cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind);
 }
 cudaError_t cudaMemset(void* devPtr, int value, size_t count) {
-  return fill("cudaMemset", devPtr, value, count, nullptr, false);
+  return fill("cudaMemset", devPtr, value, count, nullptr);
 }
 cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t stream) {
-  return fill("cudaMemsetAsync", devPtr, value, count, stream, true);
+  return fill("cudaMemsetAsync", devPtr, value, count, stream);
 }
 
 // __device__ and __constant__ variables are host globals on the emulator.
@@ -728,15 +816,7 @@ cudaError_t cudaStreamCreateWithPriority(cudaStream_t* pStream, unsigned int fla
   return create_stream(pStream, flags, priority);
 }
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
-  Handles& h = handles();
-  {
-    std::lock_guard<std::mutex> lock(h.mu);
-    if (stream && h.streams.erase(stream)) {
-      delete stream;
-      return cudaSuccess;
-    }
-  }
-  return bad_stream("cudaStreamDestroy");
+  return destroy_handle(handles().streams, stream) ? cudaSuccess : bad_stream("cudaStreamDestroy");
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   return valid_stream(stream) ? cudaSuccess : bad_stream("cudaStreamSynchronize");
@@ -758,25 +838,12 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 // ------------------------------------------------------------------ events
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
   if (!event) return set_error(cudaErrorInvalidValue, "cudasim: cudaEventCreate: a null pointer");
-  auto* e = new CUevent_st;
-  e->flags = flags;
-  Handles& h = handles();
-  std::lock_guard<std::mutex> lock(h.mu);
-  h.events.insert(e);
-  *event = e;
+  *event = add_handle(handles().events, new CUevent_st{flags});
   return cudaSuccess;
 }
 cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
-  Handles& h = handles();
-  {
-    std::lock_guard<std::mutex> lock(h.mu);
-    if (event && h.events.erase(event)) {
-      delete event;
-      return cudaSuccess;
-    }
-  }
-  return bad_event("cudaEventDestroy");
+  return destroy_handle(handles().events, event) ? cudaSuccess : bad_event("cudaEventDestroy");
 }
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (!valid_stream(stream)) return bad_stream("cudaEventRecord");

@@ -35,7 +35,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
-#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -133,8 +132,7 @@ struct State {
   // the launch
   void (*run)(void*) = nullptr;
   void* ctx = nullptr;
-  const void* kernel = nullptr;
-  unsigned nthreads = 0, nwarps = 0;
+  unsigned nthreads = 0;
   std::vector<Thread> threads;
   std::vector<unsigned> queue, scratch;
   unsigned q_head = 0, q_count = 0;
@@ -163,15 +161,6 @@ constinit State& st = state_storage.value;
 thread_local bool t_in_launch = false;
 
 // ------------------------------------------------------------ formatting
-std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
-std::string fmt(const char* f, ...) {
-  char buf[1024];
-  va_list ap;
-  va_start(ap, f);
-  std::vsnprintf(buf, sizeof buf, f, ap);
-  va_end(ap);
-  return buf;
-}
 std::string idx3(uint3 v) { return fmt("(%u,%u,%u)", v.x, v.y, v.z); }
 std::string tid(unsigned linear) { return idx3(st.threads[linear].idx); }
 std::string site(const char* file, unsigned line) { return fmt("%s:%u", file ? file : "?", line); }
@@ -1028,9 +1017,7 @@ void launch_impl(void (*run)(void*), void* ctx, const void* kernel, dim3 grid, d
   t_in_launch = true;
   st.run = run;
   st.ctx = ctx;
-  st.kernel = kernel;
   st.nthreads = block.x * block.y * block.z;
-  st.nwarps = (st.nthreads + 31) / 32;
   st.threads.resize(st.nthreads);
   st.queue.resize(st.nthreads);
   st.scratch.resize(st.nthreads);
@@ -1089,8 +1076,6 @@ void launch_impl(void (*run)(void*), void* ctx, const void* kernel, dim3 grid, d
   }
 }
 
-void* dynamic_shared_memory_impl() noexcept { return st.dyn; }
-
 }  // namespace cudasim::detail
 
 // ------------------------------------------------------------- fiber main
@@ -1134,7 +1119,7 @@ uint64_t schedule_seed() {
   return detail::st.seed;
 }
 
-void* dynamic_shared_memory() noexcept { return detail::dynamic_shared_memory_impl(); }
+void* dynamic_shared_memory() noexcept { return detail::st.dyn; }
 
 Stats stats() {
   std::lock_guard<std::mutex> lock(detail::st.mu);

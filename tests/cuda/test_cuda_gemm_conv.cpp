@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -200,6 +201,11 @@ namespace {
 struct ConvCase {
   int64_t N, C, H, W, K, R, S, sh, sw, ph, pw;
 };
+// For CAPTURE: every field of the case.
+std::ostream& operator<<(std::ostream& os, const ConvCase& c) {
+  return os << "N " << c.N << " C " << c.C << " H " << c.H << " W " << c.W << " K " << c.K << " R " << c.R << " S "
+            << c.S << " stride " << c.sh << "x" << c.sw << " pad " << c.ph << "x" << c.pw;
+}
 Conv2dGeometry geometry(const ConvCase& c) {
   return make_conv2d_geometry(c.N, c.C, c.H, c.W, c.K, c.R, c.S, c.sh, c.sw, c.ph, c.pw);
 }
@@ -221,13 +227,7 @@ TEST_CASE("cuda im2col and col2im match the cpu over geometries") {
     for (const ConvCase& cc : cases) {
       const Conv2dGeometry g = geometry(cc);
       CAPTURE(dtype_name(dt));
-      CAPTURE(cc.C);
-      CAPTURE(cc.H);
-      CAPTURE(cc.W);
-      CAPTURE(cc.R);
-      CAPTURE(cc.S);
-      CAPTURE(cc.sh);
-      CAPTURE(cc.ph);
+      CAPTURE(cc);
       const int64_t chw = g.C * g.H * g.W, cols = g.col_rows() * g.col_cols();
       const Both x = both(uniform(chw, seed++), Shape{g.C, g.H, g.W}, dt);
       const Both col = both(std::vector<double>(size_t(cols), kNaN), Shape{g.col_rows(), g.col_cols()}, dt);
@@ -268,17 +268,7 @@ TEST_CASE("cuda conv2d forward, backward data and backward filter match the cpu"
     for (const ConvCase& cc : cases) {
       const Conv2dGeometry g = geometry(cc);
       CAPTURE(dtype_name(dt));
-      CAPTURE(cc.N);
-      CAPTURE(cc.C);
-      CAPTURE(cc.H);
-      CAPTURE(cc.W);
-      CAPTURE(cc.K);
-      CAPTURE(cc.R);
-      CAPTURE(cc.S);
-      CAPTURE(cc.sh);
-      CAPTURE(cc.sw);
-      CAPTURE(cc.ph);
-      CAPTURE(cc.pw);
+      CAPTURE(cc);
       const Shape xs{g.N, g.C, g.H, g.W}, ws{g.K, g.C, g.R, g.S}, ys{g.N, g.K, g.P, g.Q};
       const Both x = both(uniform(xs.numel(), seed++), xs, dt);
       const Both w = both(uniform(ws.numel(), seed++), ws, dt);

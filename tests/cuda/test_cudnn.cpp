@@ -6,6 +6,9 @@
 // without a GPU. Both tables are also checked against the CPU by the op
 // harness (tests/test_ops.cpp).
 #include <cmath>
+#include <initializer_list>
+#include <utility>
+#include <vector>
 
 #include "engine/rng.h"
 #include "tests/cuda/cuda_test_env.h"
@@ -50,6 +53,80 @@ std::pair<std::vector<double>, std::vector<double>> both(F&& f) {
   return {native, cudnn};
 }
 
+// The tensors' values, one after another, on the host.
+std::vector<double> concat_host(std::initializer_list<const Tensor*> tensors) {
+  std::vector<double> all;
+  for (const Tensor* t : tensors) {
+    const auto v = to_host(*t);
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  return all;
+}
+
+// Batch norm of [8, 5, 49] activations of type dt, with parameters and
+// statistics of type pdt: training forward and backward, then the inference
+// forward; every output, from both tables. Inputs from seeds seed..seed+3.
+std::pair<std::vector<double>, std::vector<double>> batch_norm_both(DType dt, DType pdt, uint64_t seed) {
+  const int64_t N = 8, C = 5, HW = 49;
+  const Tensor x = to_cuda(random_values(size_t(N * C * HW), seed), {N, C, HW}, dt);
+  const Tensor gy = to_cuda(random_values(size_t(N * C * HW), seed + 1), {N, C, HW}, dt);
+  const Tensor gamma = to_cuda(random_values(size_t(C), seed + 2), {C}, pdt);
+  const Tensor beta = to_cuda(random_values(size_t(C), seed + 3), {C}, pdt);
+  return both([&](const Kernels& k) {
+    Tensor y = Tensor::empty({N, C, HW}, dt, Device::cuda(0)), mean = Tensor::empty({C}, pdt, Device::cuda(0));
+    Tensor invstd = Tensor::empty({C}, pdt, Device::cuda(0)), rm = Tensor::zeros({C}, pdt, Device::cuda(0));
+    Tensor rv = Tensor::full({C}, 1.0, pdt, Device::cuda(0));
+    Tensor gx = Tensor::empty({N, C, HW}, dt, Device::cuda(0)), gg = Tensor::empty({C}, pdt, Device::cuda(0));
+    Tensor gb = Tensor::empty({C}, pdt, Device::cuda(0)), ye = Tensor::empty({N, C, HW}, dt, Device::cuda(0));
+    const Stream s = testing::cuda_stream();
+    k.batch_norm_forward_train(dt, x.raw_data(), gamma.raw_data(), beta.raw_data(), y.raw_data(), mean.raw_data(),
+                               invstd.raw_data(), rm.raw_data(), rv.raw_data(), N, C, HW, 0.1, 1e-5, s);
+    k.batch_norm_backward_train(dt, x.raw_data(), gy.raw_data(), gamma.raw_data(), mean.raw_data(), invstd.raw_data(),
+                                gx.raw_data(), gg.raw_data(), gb.raw_data(), N, C, HW, 1e-5, s);
+    k.batch_norm_forward_eval(dt, x.raw_data(), gamma.raw_data(), beta.raw_data(), rm.raw_data(), rv.raw_data(),
+                              ye.raw_data(), N, C, HW, 1e-5, s);
+    return concat_host({&y, &mean, &invstd, &rm, &rv, &gx, &gg, &gb, &ye});
+  });
+}
+
+// 3x3 max pooling, stride 2, pad 1, of [2, 3, 13, 11]: forward values and
+// backward gradient, from both tables. Inputs from seeds seed, seed+1.
+std::pair<std::vector<double>, std::vector<double>> max_pool_both(DType dt, uint64_t seed) {
+  const Pool2dGeometry pg = make_pool2d_geometry(2, 3, 13, 11, 3, 3, 2, 2, 1, 1);
+  const Tensor px = to_cuda(random_values(size_t(2 * 3 * 13 * 11), seed), {2, 3, 13, 11}, dt);
+  const Tensor pgy = to_cuda(random_values(size_t(2 * 3 * pg.P * pg.Q), seed + 1), {2, 3, pg.P, pg.Q}, dt);
+  return both([&](const Kernels& k) {
+    Tensor y = Tensor::empty({2, 3, pg.P, pg.Q}, dt, Device::cuda(0));
+    Tensor arg = Tensor::empty({2, 3, pg.P, pg.Q}, DType::i32, Device::cuda(0));
+    Tensor gx = Tensor::empty(px.shape(), dt, Device::cuda(0));
+    k.max_pool2d_forward(dt, pg, px.raw_data(), y.raw_data(), arg.data<int32_t>(), testing::cuda_stream());
+    k.max_pool2d_backward(dt, pg, px.raw_data(), y.raw_data(), pgy.raw_data(), arg.data<int32_t>(), gx.raw_data(),
+                          testing::cuda_stream());
+    return concat_host({&y, &gx});
+  });
+}
+
+// C = 0.7 op(A) op(B) + 0.3 C for [37, 71] x [71, 53], every transpose pair:
+// the tables agree within tol. Inputs from seeds seed..seed+2.
+void check_gemm(DType dt, uint64_t seed, double tol) {
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      CAPTURE(ta);
+      CAPTURE(tb);
+      const int64_t M = 37, N = 53, K = 71;
+      const Tensor A = to_cuda(random_values(size_t(M * K), seed), {M * K}, dt);
+      const Tensor B = to_cuda(random_values(size_t(K * N), seed + 1), {K * N}, dt);
+      const Tensor C0 = to_cuda(random_values(size_t(M * N), seed + 2), {M * N}, dt);
+      auto mm = both([&](const Kernels& k) {
+        Tensor C = C0.clone();
+        k.gemm(dt, ta, tb, M, N, K, 0.7, A.raw_data(), ta ? M : K, B.raw_data(), tb ? K : N, 0.3, C.raw_data(), N,
+               testing::cuda_stream());
+        return to_host(C);
+      });
+      CHECK(max_rel_diff(mm.second, mm.first) < tol);
+    }
+}
+
 }  // namespace
 
 TEST_CASE("cudnn vs native: convolution forward, backward data, backward filter") {
@@ -89,66 +166,14 @@ TEST_CASE("cudnn vs native: convolution forward, backward data, backward filter"
 
 TEST_CASE("cudnn vs native: batch norm, max pooling, GEMM") {
   if (!cudnn_present()) return;
-  const int64_t N = 8, C = 5, HW = 49;
   for (DType dt : {DType::f32, DType::f64}) {
     CAPTURE(dtype_name(dt));
     const double tol = dt == DType::f32 ? 1e-4 : 1e-10;
-    const Tensor x = to_cuda(random_values(size_t(N * C * HW), 4), {N, C, HW}, dt);
-    const Tensor gy = to_cuda(random_values(size_t(N * C * HW), 5), {N, C, HW}, dt);
-    const Tensor gamma = to_cuda(random_values(size_t(C), 6), {C}, dt), beta = to_cuda(random_values(size_t(C), 7), {C}, dt);
-    auto bn = both([&](const Kernels& k) {
-      Tensor y = Tensor::empty({N, C, HW}, dt, Device::cuda(0)), mean = Tensor::empty({C}, dt, Device::cuda(0));
-      Tensor invstd = Tensor::empty({C}, dt, Device::cuda(0)), rm = Tensor::zeros({C}, dt, Device::cuda(0));
-      Tensor rv = Tensor::full({C}, 1.0, dt, Device::cuda(0));
-      Tensor gx = Tensor::empty({N, C, HW}, dt, Device::cuda(0)), gg = Tensor::empty({C}, dt, Device::cuda(0));
-      Tensor gb = Tensor::empty({C}, dt, Device::cuda(0)), ye = Tensor::empty({N, C, HW}, dt, Device::cuda(0));
-      const Stream s = testing::cuda_stream();
-      k.batch_norm_forward_train(dt, x.raw_data(), gamma.raw_data(), beta.raw_data(), y.raw_data(), mean.raw_data(),
-                                 invstd.raw_data(), rm.raw_data(), rv.raw_data(), N, C, HW, 0.1, 1e-5, s);
-      k.batch_norm_backward_train(dt, x.raw_data(), gy.raw_data(), gamma.raw_data(), mean.raw_data(),
-                                  invstd.raw_data(), gx.raw_data(), gg.raw_data(), gb.raw_data(), N, C, HW, 1e-5, s);
-      k.batch_norm_forward_eval(dt, x.raw_data(), gamma.raw_data(), beta.raw_data(), rm.raw_data(), rv.raw_data(),
-                                ye.raw_data(), N, C, HW, 1e-5, s);
-      std::vector<double> all;
-      for (const Tensor* t : {&y, &mean, &invstd, &rm, &rv, &gx, &gg, &gb, &ye}) {
-        const auto v = to_host(*t);
-        all.insert(all.end(), v.begin(), v.end());
-      }
-      return all;
-    });
+    const auto bn = batch_norm_both(dt, dt, 4);
     CHECK(max_rel_diff(bn.second, bn.first) < tol * 10);
-
-    const Pool2dGeometry pg = make_pool2d_geometry(2, 3, 13, 11, 3, 3, 2, 2, 1, 1);
-    const Tensor px = to_cuda(random_values(size_t(2 * 3 * 13 * 11), 8), {2, 3, 13, 11}, dt);
-    const Tensor pgy = to_cuda(random_values(size_t(2 * 3 * pg.P * pg.Q), 9), {2, 3, pg.P, pg.Q}, dt);
-    auto pool = both([&](const Kernels& k) {
-      Tensor y = Tensor::empty({2, 3, pg.P, pg.Q}, dt, Device::cuda(0));
-      Tensor arg = Tensor::empty({2, 3, pg.P, pg.Q}, DType::i32, Device::cuda(0));
-      Tensor gx = Tensor::empty(px.shape(), dt, Device::cuda(0));
-      k.max_pool2d_forward(dt, pg, px.raw_data(), y.raw_data(), arg.data<int32_t>(), testing::cuda_stream());
-      k.max_pool2d_backward(dt, pg, px.raw_data(), y.raw_data(), pgy.raw_data(), arg.data<int32_t>(), gx.raw_data(),
-                            testing::cuda_stream());
-      auto out = to_host(y);
-      const auto g = to_host(gx);
-      out.insert(out.end(), g.begin(), g.end());
-      return out;
-    });
+    const auto pool = max_pool_both(dt, 8);
     CHECK(max_rel_diff(pool.second, pool.first) < tol);
-
-    for (bool ta : {false, true})
-      for (bool tb : {false, true}) {
-        const int64_t M = 37, Nn = 53, K = 71;
-        const Tensor A = to_cuda(random_values(size_t(M * K), 10), {M * K}, dt);
-        const Tensor B = to_cuda(random_values(size_t(K * Nn), 11), {K * Nn}, dt);
-        const Tensor C0 = to_cuda(random_values(size_t(M * Nn), 12), {M * Nn}, dt);
-        auto mm = both([&](const Kernels& k) {
-          Tensor Cm = C0.clone();
-          k.gemm(dt, ta, tb, M, Nn, K, 0.7, A.raw_data(), ta ? M : K, B.raw_data(), tb ? K : Nn, 0.3, Cm.raw_data(), Nn,
-                 testing::cuda_stream());
-          return to_host(Cm);
-        });
-        CHECK(max_rel_diff(mm.second, mm.first) < tol);
-      }
+    check_gemm(dt, 10, tol);
   }
 }
 
@@ -167,68 +192,13 @@ TEST_CASE("cudnn vs native in f16: f16 tensors, f32 compute and f32 batch-norm p
     k.conv2d_forward(h, g, x.raw_data(), w.raw_data(), y.raw_data(), s);
     k.conv2d_backward_data(h, g, gy.raw_data(), w.raw_data(), gx.raw_data(), s);
     k.conv2d_backward_filter(h, g, x.raw_data(), gy.raw_data(), gw.raw_data(), s);
-    std::vector<double> all;
-    for (const Tensor* t : {&y, &gx, &gw}) {
-      const auto v = to_host(*t);
-      all.insert(all.end(), v.begin(), v.end());
-    }
-    return all;
+    return concat_host({&y, &gx, &gw});
   });
   CHECK(max_rel_diff(conv.second, conv.first) < tol * 4);  // filter-gradient sums over N*P*Q = 784 terms
 
-  const int64_t N = 8, C = 5, HW = 49;
-  const Tensor bx = to_cuda(random_values(size_t(N * C * HW), 24), {N, C, HW}, h);
-  const Tensor bgy = to_cuda(random_values(size_t(N * C * HW), 25), {N, C, HW}, h);
-  const Tensor gamma = to_cuda(random_values(size_t(C), 26), {C}, f), beta = to_cuda(random_values(size_t(C), 27), {C}, f);
-  auto bn = both([&](const Kernels& k) {
-    Tensor y = Tensor::empty({N, C, HW}, h, Device::cuda(0)), mean = Tensor::empty({C}, f, Device::cuda(0));
-    Tensor invstd = Tensor::empty({C}, f, Device::cuda(0)), rm = Tensor::zeros({C}, f, Device::cuda(0));
-    Tensor rv = Tensor::full({C}, 1.0, f, Device::cuda(0));
-    Tensor gx = Tensor::empty({N, C, HW}, h, Device::cuda(0)), gg = Tensor::empty({C}, f, Device::cuda(0));
-    Tensor gb = Tensor::empty({C}, f, Device::cuda(0)), ye = Tensor::empty({N, C, HW}, h, Device::cuda(0));
-    k.batch_norm_forward_train(h, bx.raw_data(), gamma.raw_data(), beta.raw_data(), y.raw_data(), mean.raw_data(),
-                               invstd.raw_data(), rm.raw_data(), rv.raw_data(), N, C, HW, 0.1, 1e-5, s);
-    k.batch_norm_backward_train(h, bx.raw_data(), bgy.raw_data(), gamma.raw_data(), mean.raw_data(), invstd.raw_data(),
-                                gx.raw_data(), gg.raw_data(), gb.raw_data(), N, C, HW, 1e-5, s);
-    k.batch_norm_forward_eval(h, bx.raw_data(), gamma.raw_data(), beta.raw_data(), rm.raw_data(), rv.raw_data(),
-                              ye.raw_data(), N, C, HW, 1e-5, s);
-    std::vector<double> all;
-    for (const Tensor* t : {&y, &mean, &invstd, &rm, &rv, &gx, &gg, &gb, &ye}) {
-      const auto v = to_host(*t);
-      all.insert(all.end(), v.begin(), v.end());
-    }
-    return all;
-  });
+  const auto bn = batch_norm_both(h, f, 24);
   CHECK(max_rel_diff(bn.second, bn.first) < tol);
-
-  const Pool2dGeometry pg = make_pool2d_geometry(2, 3, 13, 11, 3, 3, 2, 2, 1, 1);
-  const Tensor px = to_cuda(random_values(size_t(2 * 3 * 13 * 11), 28), {2, 3, 13, 11}, h);
-  const Tensor pgy = to_cuda(random_values(size_t(2 * 3 * pg.P * pg.Q), 29), {2, 3, pg.P, pg.Q}, h);
-  auto pool = both([&](const Kernels& k) {
-    Tensor y = Tensor::empty({2, 3, pg.P, pg.Q}, h, Device::cuda(0));
-    Tensor arg = Tensor::empty({2, 3, pg.P, pg.Q}, DType::i32, Device::cuda(0));
-    Tensor gx = Tensor::empty(px.shape(), h, Device::cuda(0));
-    k.max_pool2d_forward(h, pg, px.raw_data(), y.raw_data(), arg.data<int32_t>(), s);
-    k.max_pool2d_backward(h, pg, px.raw_data(), y.raw_data(), pgy.raw_data(), arg.data<int32_t>(), gx.raw_data(), s);
-    auto out = to_host(y);
-    const auto gv = to_host(gx);
-    out.insert(out.end(), gv.begin(), gv.end());
-    return out;
-  });
+  const auto pool = max_pool_both(h, 28);
   CHECK(max_rel_diff(pool.second, pool.first) < tol);
-
-  for (bool ta : {false, true})
-    for (bool tb : {false, true}) {
-      const int64_t M = 37, Nn = 53, K = 71;
-      const Tensor A = to_cuda(random_values(size_t(M * K), 30), {M * K}, h);
-      const Tensor B = to_cuda(random_values(size_t(K * Nn), 31), {K * Nn}, h);
-      const Tensor C0 = to_cuda(random_values(size_t(M * Nn), 32), {M * Nn}, h);
-      auto mm = both([&](const Kernels& k) {
-        Tensor Cm = C0.clone();
-        k.gemm(h, ta, tb, M, Nn, K, 0.7, A.raw_data(), ta ? M : K, B.raw_data(), tb ? K : Nn, 0.3, Cm.raw_data(), Nn,
-               s);
-        return to_host(Cm);
-      });
-      CHECK(max_rel_diff(mm.second, mm.first) < tol);
-    }
+  check_gemm(h, 30, tol);
 }
