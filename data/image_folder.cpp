@@ -125,7 +125,8 @@ SourceList read_list_file(const std::string& list_path, const std::string& root_
       errno = 0;
       char* end = nullptr;
       const unsigned long long v = std::strtoull(f.c_str(), &end, 10);
-      EMBER_CHECK(!f.empty() && f[0] != '-' && f[0] != '+' && *end == '\0' && errno == 0, where, "index '", f,
+      // A digit first: strtoull would skip spaces and take a sign (wrapping " -1" to 2^64 - 1).
+      EMBER_CHECK(!f.empty() && f[0] >= '0' && f[0] <= '9' && *end == '\0' && errno == 0, where, "index '", f,
                   "' is not a non-negative integer");
       item.id = uint64_t(v);
     }

@@ -43,15 +43,6 @@ const char* cflag_name(uint32_t c) {
   }
 }
 
-bool is_class_index(float v) { return v >= 0 && v < 2147483648.0f && v == std::floor(v); }
-
-int64_t truncated_label(float v) {
-  const double t = std::trunc(double(v));
-  if (t >= 9.2e18) return INT64_MAX;
-  if (t <= -9.2e18) return INT64_MIN;
-  return int64_t(t);
-}
-
 }  // namespace
 
 MxnetRecordFile::MxnetRecordFile(const std::string& path) : reader_(path) {
@@ -278,12 +269,10 @@ MxnetConvertReport convert_mxnet(const std::string& rec_path, const std::string&
     if (p.ok) {
       RecordInput in;
       in.id = h.id;
-      if (class_labels) {
+      if (class_labels)
         in.label = int64_t(h.labels[0]);
-      } else {
-        in.label = truncated_label(h.labels[0]);
-        in.label_values = h.labels;
-      }
+      else
+        in.label_values = h.labels;  // the writer derives the label field from the first value
       in.height = uint32_t(p.image.height), in.width = uint32_t(p.image.width);
       in.channels = uint32_t(p.image.channels);
       in.payload = p.payload.data() + h.image_offset;

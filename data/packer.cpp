@@ -49,15 +49,6 @@ std::string strip_path(const std::string& message, const std::string& path) {
   return message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
 }
 
-int64_t truncated_label(float v) {
-  const double t = std::trunc(double(v));
-  if (t >= 9.2e18) return INT64_MAX;
-  if (t <= -9.2e18) return INT64_MIN;
-  return int64_t(t);
-}
-
-bool is_class_index(float v) { return v >= 0 && v < 2147483648.0f && v == std::floor(v); }
-
 // Settings of the label fields from the items (see pack() in packer.h).
 void choose_labels(const std::vector<SourceItem>& items, const std::vector<std::string>& class_names,
                    RecordFileSettings& s) {
@@ -97,6 +88,8 @@ void choose_labels(const std::vector<SourceItem>& items, const std::vector<std::
 }
 
 }  // namespace
+
+bool is_class_index(float v) { return v >= 0 && v < 2147483648.0f && v == std::floor(v); }
 
 void run_ordered(int64_t n, int threads, int64_t window, const std::function<void(int64_t, size_t)>& work,
                  const std::function<void(int64_t, size_t)>& consume) {
@@ -315,12 +308,10 @@ PackReport pack(const std::vector<SourceItem>& items, const std::vector<std::str
     if (r.ok) {
       RecordInput in;
       in.id = item.id;
-      if (settings.label_type == LabelType::class_index) {
+      if (settings.label_type == LabelType::class_index)
         in.label = int64_t(item.labels[0]);
-      } else {
-        in.label = truncated_label(item.labels[0]);
-        in.label_values = item.labels;
-      }
+      else
+        in.label_values = item.labels;  // the writer derives the label field from the first value
       in.height = r.height, in.width = r.width, in.channels = r.channels;
       in.encoding = r.encoding;
       in.payload = r.payload.data();

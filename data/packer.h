@@ -111,6 +111,10 @@ struct VerifyReport {
 };
 VerifyReport verify_record_file(const std::string& path, int threads = 1, size_t max_messages = 10);
 
+// Whether a label can be a class index: a whole number in [0, 2^31). A list
+// of such single labels packs as class indices (pack(), convert_mxnet()).
+bool is_class_index(float label);
+
 // Runs work(i, slot) for i in [0, n) on `threads` worker threads and
 // consume(i, slot) on the calling thread in increasing i, with at most
 // `window` items in flight; slot = i % window, so the caller keeps `window`

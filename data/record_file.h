@@ -32,7 +32,7 @@ struct RecordFileSettings {
 // One record to write.
 struct RecordInput {
   uint64_t id = 0;
-  int64_t label = 0;
+  int64_t label = 0;                // class index (f32_vector files: the writer sets it from label_values[0])
   std::vector<float> label_values;  // exactly label_width values when label_type is f32_vector
   uint32_t height = 0, width = 0, channels = 0;
   Encoding encoding = Encoding::jpeg;

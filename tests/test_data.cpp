@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 #include <string>
@@ -23,6 +22,7 @@
 #include "data/idx.h"
 #include "data/image_set.h"
 #include "engine/error.h"
+#include "engine/file_io.h"
 #include "engine/parallel.h"
 #include "engine/rng.h"
 
@@ -37,9 +37,7 @@ using Bytes = std::vector<uint8_t>;
 using ember::testing::error_of;
 using ember::testing::TempDir;
 using ember::testing::contains;
-
-
-
+using ember::testing::write_bytes;
 
 // An IDX u8 file's bytes: magic, big-endian dims, data.
 Bytes idx_bytes(const std::vector<uint32_t>& dims, const Bytes& data, uint8_t dtype = 0x08) {
@@ -54,22 +52,11 @@ Bytes idx_bytes(const std::vector<uint32_t>& dims, const Bytes& data, uint8_t dt
   return b;
 }
 
-void write_plain(const std::string& path, const Bytes& b) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
-  REQUIRE(f.good());
-}
-
 void write_gz(const std::string& path, const Bytes& b) {
   gzFile f = gzopen(path.c_str(), "wb");
   REQUIRE(f != nullptr);
   if (!b.empty()) REQUIRE(gzwrite(f, b.data(), unsigned(b.size())) == int(b.size()));
   REQUIRE(gzclose(f) == Z_OK);
-}
-
-Bytes read_all(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return Bytes(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
 }
 
 Bytes iota_bytes(size_t n, uint8_t start = 1) {
@@ -182,7 +169,7 @@ TEST_CASE("idx: the real Fashion-MNIST files") {
 TEST_CASE("idx: round trip of a small file, plain and gzip'd") {
   TempDir dir;
   const Bytes data = iota_bytes(24);
-  write_plain(dir.file("a.idx"), idx_bytes({2, 3, 4}, data));
+  write_bytes(dir.file("a.idx"), idx_bytes({2, 3, 4}, data));
   write_gz(dir.file("a.idx.gz"), idx_bytes({2, 3, 4}, data));
   for (const char* name : {"a.idx", "a.idx.gz"}) {
     CAPTURE(name);
@@ -191,7 +178,7 @@ TEST_CASE("idx: round trip of a small file, plain and gzip'd") {
     CHECK(a.bytes == data);
   }
   // Four dimensions is the most accepted; max_bytes is inclusive.
-  write_plain(dir.file("b.idx"), idx_bytes({1, 2, 3, 4}, data));
+  write_bytes(dir.file("b.idx"), idx_bytes({1, 2, 3, 4}, data));
   CHECK(read_idx(dir.file("b.idx"), 24).dims.size() == 4);
   CHECK_ERROR_HAS(read_idx(dir.file("b.idx"), 23), "more than 23 bytes");
 }
@@ -203,30 +190,30 @@ TEST_CASE("idx: bad headers are rejected with the path and the reason") {
 
   Bytes b = idx_bytes({3, 4}, data);
   b[0] = 0x01;
-  write_plain(p, b);
+  write_bytes(p, b);
   CHECK_ERROR_HAS(read_idx(p), p + ": bad magic");
 
   b = idx_bytes({3, 4}, data);
   b[1] = 0x08;
-  write_plain(p, b);
+  write_bytes(p, b);
   CHECK_ERROR_HAS(read_idx(p), "bad magic");
 
-  write_plain(p, idx_bytes({3, 4}, Bytes(48), 0x0D));  // float32 IDX
+  write_bytes(p, idx_bytes({3, 4}, Bytes(48), 0x0D));  // float32 IDX
   CHECK_ERROR_HAS(read_idx(p), p + ": unsupported IDX dtype 0xd");
 
-  write_plain(p, idx_bytes({}, {}));
+  write_bytes(p, idx_bytes({}, {}));
   CHECK_ERROR_HAS(read_idx(p), p + ": bad IDX header: 0 dimensions");
 
-  write_plain(p, idx_bytes({1, 1, 1, 1, 12}, data));
+  write_bytes(p, idx_bytes({1, 1, 1, 1, 12}, data));
   CHECK_ERROR_HAS(read_idx(p), "5 dimensions");
 
-  write_plain(p, idx_bytes({3, 0, 4}, {}));
+  write_bytes(p, idx_bytes({3, 0, 4}, {}));
   CHECK_ERROR_HAS(read_idx(p), "dimension 1 is 0");
 
   // 60000^3 > 2^31 (and 0xFFFFFFFF^4 overflows 64 bits): caught before allocating.
-  write_plain(p, idx_bytes({60000, 60000, 60000}, data));
+  write_bytes(p, idx_bytes({60000, 60000, 60000}, data));
   CHECK_ERROR_HAS(read_idx(p), p + ": bad IDX header: dimensions ask for more than 2147483648 bytes");
-  write_plain(p, idx_bytes({0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu}, data));
+  write_bytes(p, idx_bytes({0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu}, data));
   CHECK_ERROR_HAS(read_idx(p), "dimensions ask for more than");
 }
 
@@ -235,15 +222,15 @@ TEST_CASE("idx: truncation at every stage, trailing data, missing files") {
   const std::string p = dir.file("t.idx");
   const Bytes full = idx_bytes({3, 4}, iota_bytes(12));  // 4 + 8 + 12 bytes
 
-  write_plain(p, {});
+  write_bytes(p, {});
   CHECK_ERROR_HAS(read_idx(p), p + ": truncated: file has 0 bytes, an IDX header needs at least 4");
-  write_plain(p, Bytes(full.begin(), full.begin() + 2));
+  write_bytes(p, full, 2);
   CHECK_ERROR_HAS(read_idx(p), "truncated: file has 2 bytes");
-  write_plain(p, Bytes(full.begin(), full.begin() + 9));
+  write_bytes(p, full, 9);
   CHECK_ERROR_HAS(read_idx(p), p + ": truncated: header says 2 dimensions (8 bytes), file has 5 of them");
-  write_plain(p, Bytes(full.begin(), full.begin() + 12));
+  write_bytes(p, full, 12);
   CHECK_ERROR_HAS(read_idx(p), p + ": truncated: header says 12 bytes of data, file has 0");
-  write_plain(p, Bytes(full.begin(), full.end() - 1));
+  write_bytes(p, full, full.size() - 1);
   CHECK_ERROR_HAS(read_idx(p), p + ": truncated: header says 12 bytes of data, file has 11");
   // The same inside a well-formed gzip stream.
   write_gz(p, Bytes(full.begin(), full.end() - 5));
@@ -251,7 +238,7 @@ TEST_CASE("idx: truncation at every stage, trailing data, missing files") {
 
   Bytes longer = full;
   longer.insert(longer.end(), {1, 2, 3});
-  write_plain(p, longer);
+  write_bytes(p, longer);
   CHECK_ERROR_HAS(read_idx(p), p + ": trailing data: 3 bytes after the 12 bytes of data");
   write_gz(p, longer);
   CHECK_ERROR_HAS(read_idx(p), "trailing data: 3 bytes");
@@ -267,22 +254,22 @@ TEST_CASE("idx: damaged gzip streams") {
   PhiloxStream rng(1, 2);
   for (auto& v : data) v = uint8_t(rng.next_u32() & 0x0F);
   write_gz(good, idx_bytes({50, 100}, data));
-  const Bytes gz = read_all(good);
+  const Bytes gz = read_file(good);
   REQUIRE(gz.size() > 100);
   REQUIRE(read_idx(good).bytes == data);
 
   // Cut in the middle of the deflate stream, and inside the 8-byte trailer
   // (crc32, length); then a flipped CRC. The path appears once.
   const auto once = [&](const std::string& m) { return m.find(p) == 0 && m.find(p, 1) == std::string::npos; };
-  write_plain(p, Bytes(gz.begin(), gz.begin() + std::ptrdiff_t(gz.size() / 2)));
+  write_bytes(p, gz, gz.size() / 2);
   std::string msg = error_of([&] { read_idx(p); });
   CHECK(msg == p + ": gzip error: unexpected end of file");
   CHECK(once(msg));
-  write_plain(p, Bytes(gz.begin(), gz.end() - 3));
+  write_bytes(p, gz, gz.size() - 3);
   CHECK(error_of([&] { read_idx(p); }) == p + ": gzip error: unexpected end of file");
   Bytes bad_crc = gz;
   bad_crc[gz.size() - 8] ^= 0xFF;
-  write_plain(p, bad_crc);
+  write_bytes(p, bad_crc);
   msg = error_of([&] { read_idx(p); });
   CHECK(msg == p + ": gzip error: incorrect data check");
   CHECK(once(msg));
@@ -329,7 +316,7 @@ TEST_CASE("fashion-mnist: crafted directories") {
     fs::remove(dir.file("t10k-images-idx3-ubyte.gz"));
     fs::remove(dir.file("t10k-labels-idx1-ubyte"));
     write_gz(dir.file("t10k-images-idx3-ubyte.gz"), idx_bytes(img_dims, pixels));
-    write_plain(dir.file("t10k-labels-idx1-ubyte"), idx_bytes({uint32_t(labels.size())}, labels));  // plain works too
+    write_bytes(dir.file("t10k-labels-idx1-ubyte"), idx_bytes({uint32_t(labels.size())}, labels));  // plain works too
   };
 
   write_set({3, 28, 28}, px, {4, 0, 9});

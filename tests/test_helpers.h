@@ -4,10 +4,15 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "engine/error.h"
 
@@ -58,7 +63,29 @@ struct TempDir {
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
   std::string file(const std::string& name) const { return (path / name).string(); }
+  // The names directly in the directory, sorted.
+  std::vector<std::string> entries() const {
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(path)) names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  }
 };
+
+// Writes the first n bytes (all by default) to `path` as a new file, creating
+// its folder. The old file is removed first so each write is a fresh inode:
+// truncating and rewriting one file in a loop makes ext4 flush it to disk
+// each time, which is slow. (Reading back: ember::read_file, engine/file_io.h.)
+inline void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes, size_t n = SIZE_MAX) {
+  const std::filesystem::path p(path);
+  std::error_code ec;
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
+  std::filesystem::remove(p, ec);
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(std::min(n, bytes.size())));
+  f.close();
+  REQUIRE_MESSAGE(f.good(), "cannot write " << path);
+}
 
 }  // namespace ember::testing
 

@@ -25,6 +25,7 @@
 #include "data/packer.h"
 #include "data/record_file.h"
 #include "engine/error.h"
+#include "engine/file_io.h"
 #include "engine/rng.h"
 #include "tests/test_helpers.h"
 
@@ -39,20 +40,7 @@ using ember::testing::error_of;
 using ember::testing::TempDir;
 using ember::testing::contains;
 using ember::testing::expect_error;
-
-
-void write_bytes(const std::string& path, const Bytes& b) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
-  REQUIRE(f.good());
-}
-
-Bytes read_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  REQUIRE(f.is_open());
-  return Bytes(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
+using ember::testing::write_bytes;
 
 // A smooth image with some texture (JPEG-friendly); seed changes it.
 Image make_image(int h, int w, int c, uint64_t seed) {
@@ -77,6 +65,13 @@ Bytes jpeg_of(const Image& img, int quality = 90) {
   Bytes b;
   encode_jpeg(img, quality, b);
   return b;
+}
+
+// Encoded bytes decoded to `channels` (0: as stored); `what` names them in errors.
+Image decoded(const Bytes& bytes, int channels, const std::string& what) {
+  Image img;
+  decode_image(bytes.data(), bytes.size(), channels, img, what);
+  return img;
 }
 
 // The folder tree most tests pack:
@@ -200,6 +195,8 @@ TEST_CASE("im2rec: read_list_file with multi-column labels and its errors") {
   bad("0\t1\ta.png\n1\tx\tb.png\n", "bad.lst:2: label 1 'x' is not a number");
   bad("0\t1\ta.png\n\n-1\t1\tb.png\n", "bad.lst:3: index '-1'");
   bad("zero\t1\ta.png\n", "bad.lst:1: index 'zero'");
+  bad(" -1\t1\ta.png\n", "bad.lst:1: index ' -1'");  // strtoull would skip the space and wrap -1
+  bad("+1\t1\ta.png\n", "bad.lst:1: index '+1'");
   bad("0 1 a.png\n", "bad.lst:1: expected 'index<TAB>label");
   bad("0\t1\n", "bad.lst:1: expected");
   bad("0\t1\t\n", "bad.lst:1: empty image path");
@@ -259,7 +256,7 @@ TEST_CASE("im2rec: pass-through keeps the bytes, labels and class names; corrupt
     const auto& r = recs[k];
     CHECK(r.id == items[k]);
     CHECK(r.label == labels[k]);
-    CHECK(r.payload == read_bytes(list.items[items[k]].path));
+    CHECK(r.payload == read_file(list.items[items[k]].path));
     CHECK(r.height == shapes[k][0]);
     CHECK(r.width == shapes[k][1]);
     CHECK(r.channels == shapes[k][2]);
@@ -325,8 +322,7 @@ TEST_CASE("im2rec: re-encoding, resizing, channels and raw pixels") {
       CHECK(recs[k].width == uint32_t(want_w));
       CHECK(recs[k].channels == 3);
       CHECK(recs[k].encoding == Encoding::jpeg);
-      Image img;
-      decode_image(recs[k].payload.data(), recs[k].payload.size(), 0, img, "record");
+      const Image img = decoded(recs[k].payload, 0, "record");
       CHECK(img.height == want_h);
       CHECK(img.width == want_w);
       CHECK(img.channels == 3);
@@ -343,10 +339,8 @@ TEST_CASE("im2rec: re-encoding, resizing, channels and raw pixels") {
       INFO("record ", k);
       CHECK(recs[k].encoding == Encoding::png);
       CHECK(recs[k].channels == 1);
-      const Bytes src = read_bytes(list.items[k].path);
-      Image want, got;
-      decode_image(src.data(), src.size(), 1, want, "source");
-      decode_image(recs[k].payload.data(), recs[k].payload.size(), 0, got, "record");
+      const Image want = decoded(read_file(list.items[k].path), 1, "source");
+      const Image got = decoded(recs[k].payload, 0, "record");
       CHECK(got.channels == 1);
       CHECK(got.pixels == want.pixels);
     }
@@ -361,10 +355,8 @@ TEST_CASE("im2rec: re-encoding, resizing, channels and raw pixels") {
     for (size_t k = 0; k < 5; ++k) {
       INFO("record ", k);
       CHECK(recs[k].encoding == Encoding::raw);
-      const Bytes src = read_bytes(list.items[k].path);
-      Image decoded, want;
-      decode_image(src.data(), src.size(), 3, decoded, "source");
-      resize_short_side(decoded, 12, want);
+      Image want;
+      resize_short_side(decoded(read_file(list.items[k].path), 3, "source"), 12, want);
       CHECK(recs[k].height == uint32_t(want.height));
       CHECK(recs[k].width == uint32_t(want.width));
       CHECK(recs[k].payload == want.pixels);
@@ -404,7 +396,7 @@ TEST_CASE("im2rec: a list file with float labels packs f32 label vectors") {
   CHECK(recs[1].label == 2);
   CHECK(recs[2].label_values == std::vector<float>{-3.5f, 2.0f, 0.25f});
   CHECK(recs[2].label == -3);
-  CHECK(recs[1].payload == read_bytes(t.path("dog/d.jpeg")));
+  CHECK(recs[1].payload == read_file(t.path("dog/d.jpeg")));
 
   // One integer label per line: class indices, num_classes = max + 1.
   const std::string lst2 = t.dir.file("tree/classes.lst");
@@ -480,7 +472,7 @@ TEST_CASE("im2rec: shuffle is deterministic for a seed; threads do not change th
       CHECK(x[i].payload == y[i].payload);
       CHECK(x[i].height == y[i].height);
     }
-    Bytes fx = read_bytes(r1.outputs[k].path), fy = read_bytes(r3.outputs[k].path);
+    Bytes fx = read_file(r1.outputs[k].path), fy = read_file(r3.outputs[k].path);
     REQUIRE(fx.size() == fy.size());
     CHECK(std::equal(fx.begin() + 256, fx.end(), fy.begin() + 256));
   }
@@ -637,7 +629,7 @@ TEST_CASE("im2rec: verify passes a packed file and finds a flipped payload byte"
     RecordFile f(path);
     offset = f.entry(3).offset + 64 + f.entry(3).payload_length / 2;
   }
-  Bytes bytes = read_bytes(path);
+  Bytes bytes = read_file(path);
   bytes[offset] ^= 0x01;
   write_bytes(path, bytes);
   const VerifyReport bad = verify_record_file(path, 2);
@@ -704,9 +696,7 @@ TEST_CASE("im2rec: export_image_folder writes class folders of PNG/JPEG files") 
   REQUIRE(fs::exists(p2));
   CHECK(rep.bytes == fs::file_size(p0) + fs::file_size(p1) + fs::file_size(p2));
   // Image 1 decodes to the set's CHW pixels.
-  const Bytes png = read_bytes(p1);
-  Image img;
-  decode_image(png.data(), png.size(), 0, img, p1);
+  const Image img = decoded(read_file(p1), 0, p1);
   REQUIRE(img.channels == 3);
   bool same = true;
   for (int c = 0; c < 3; ++c)

@@ -18,7 +18,6 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <iterator>
 #include <optional>
@@ -32,6 +31,7 @@
 #include "data/record_file.h"
 #include "data/record_format.h"
 #include "engine/error.h"
+#include "engine/file_io.h"
 
 using namespace ember;
 using namespace ember::data;
@@ -43,8 +43,7 @@ using Bytes = std::vector<uint8_t>;
 using ember::testing::error_of;
 using ember::testing::TempDir;
 using ember::testing::contains;
-
-
+using ember::testing::write_bytes;
 
 // The message of the ember::Error f throws, or nothing when it succeeds;
 // any other exception propagates (and fails the test).
@@ -55,22 +54,6 @@ std::optional<std::string> error_from(const std::function<void()>& f) {
     return std::string(e.what());
   }
   return std::nullopt;
-}
-
-
-Bytes read_all(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return Bytes(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
-
-// Writes a new file (a fresh inode: truncating and rewriting one file in a
-// loop makes ext4 flush it to disk each time, which is slow).
-void write_all(const std::string& path, const Bytes& b, size_t n = SIZE_MAX) {
-  std::error_code ec;
-  fs::remove(path, ec);
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(reinterpret_cast<const char*>(b.data()), std::streamsize(std::min(n, b.size())));
-  REQUIRE(f.good());
 }
 
 template <typename T>
@@ -116,14 +99,7 @@ Bytes pseudo_random_bytes(size_t n, uint32_t seed) {
 }
 
 // One record as written, to compare what is read back.
-struct Expected {
-  uint64_t id = 0;
-  int64_t label = 0;
-  std::vector<float> label_values;
-  uint32_t height = 0, width = 0, channels = 0;
-  Encoding encoding = Encoding::jpeg;
-  Bytes payload;
-};
+using Expected = Record;
 
 RecordInput input_of(const Expected& e) {
   RecordInput r;
@@ -222,7 +198,7 @@ std::optional<std::string> open_and_read_all(const std::string& path) {
 class FlippableFile {
  public:
   FlippableFile(const std::string& path, const Bytes& content) : bytes_(content) {
-    write_all(path, content);
+    write_bytes(path, content);
     fd_ = UniqueFd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
     REQUIRE(fd_.valid());
   }
@@ -500,8 +476,8 @@ TEST_CASE("records: data sets of several shards") {
   write_records(dir.file("part-00.erec"), class_settings(), a);
   write_records(dir.file("part-01.erec"), class_settings(), b);
   write_records(dir.file("part-02.erec"), class_settings(), c);
-  write_all(dir.file("notes.txt"), Bytes{1, 2, 3});
-  write_all(dir.file("part-03.erec.tmp.999"), Bytes{4, 5});  // a killed packer's leftovers
+  write_bytes(dir.file("notes.txt"), Bytes{1, 2, 3});
+  write_bytes(dir.file("part-03.erec.tmp.999"), Bytes{4, 5});  // a killed packer's leftovers
   std::vector<Expected> all = a;
   all.insert(all.end(), b.begin(), b.end());
   all.insert(all.end(), c.begin(), c.end());
@@ -597,7 +573,7 @@ TEST_CASE("records: a flipped bit anywhere that matters is an error naming the f
     const std::string path = dir.file("shard7.erec");
     const auto recs = make_records(kOddSizes, 40, f32);
     write_records(good_path, f32 ? f32_settings() : class_settings(), recs);
-    FlippableFile file(path, read_all(good_path));
+    FlippableFile file(path, read_file(good_path));
     const RecordFile reference(good_path);
     const FileHeader h = reference.header();
     const uint64_t extra = f32 ? 12 : 0;
@@ -660,7 +636,7 @@ TEST_CASE("records: truncated files fail to open cleanly") {
   const std::string path = dir.file("cut.erec");
   const auto recs = make_records(kOddSizes, 0, false);
   write_records(good_path, class_settings(), recs);
-  const Bytes good = read_all(good_path);
+  const Bytes good = read_file(good_path);
   const RecordFile reference(good_path);
   const FileHeader& h = reference.header();
   std::vector<size_t> lengths = {0, 1, 100, 255, 256, size_t(h.meta_offset), size_t(h.meta_offset + 3),
@@ -674,7 +650,7 @@ TEST_CASE("records: truncated files fail to open cleanly") {
   Failures failures;
   for (size_t n : lengths) {
     if (n >= good.size()) continue;
-    write_all(path, good, n);
+    write_bytes(path, good, n);
     const auto err = open_and_read_all(path);
     if (!err) failures.add(cat(n, " bytes: opened and read"));
     else if (!contains(*err, path)) failures.add(cat(n, " bytes: ", *err));
@@ -683,7 +659,7 @@ TEST_CASE("records: truncated files fail to open cleanly") {
   }
   failures.check();
   // A file that shrinks after opening: the read fails cleanly too.
-  write_all(path, good);
+  write_bytes(path, good);
   const RecordFile f(path);
   fs::resize_file(path, reference.entry(3).offset + 10);  // the same file, shorter
   Record r;
@@ -700,7 +676,7 @@ TEST_CASE("records: oversized and inconsistent lengths are clean errors") {
   const std::string path = dir.file("hostile.erec");
   const auto recs = make_records(kOddSizes, 0, false);
   write_records(good_path, class_settings(), recs);
-  const Bytes good = read_all(good_path);
+  const Bytes good = read_file(good_path);
   const RecordFile reference(good_path);
   const FileHeader h = reference.header();
   const uint64_t huge_values[] = {UINT64_MAX, UINT64_MAX - 63, uint64_t(1) << 63, uint64_t(1) << 40,
@@ -708,7 +684,7 @@ TEST_CASE("records: oversized and inconsistent lengths are clean errors") {
 
   // Opening fails, naming the file and `part`.
   const auto expect_open_error = [&](const Bytes& bad, const std::string& part) {
-    write_all(path, bad);
+    write_bytes(path, bad);
     const std::string msg = error_of([&] { RecordFile f(path); });
     INFO("message: ", msg);
     CHECK(contains(msg, path));
@@ -833,7 +809,7 @@ TEST_CASE("records: oversized and inconsistent lengths are clean errors") {
   SUBCASE("record headers, with the record header crc recomputed") {
     const uint64_t off = reference.entry(4).offset;
     const auto expect_read_error = [&](const Bytes& bad, const std::string& part) {
-      write_all(path, bad);
+      write_bytes(path, bad);
       const RecordFile f(path);
       Record r;
       const std::string msg = error_of([&] { f.read(4, r); });
@@ -842,34 +818,25 @@ TEST_CASE("records: oversized and inconsistent lengths are clean errors") {
       CHECK(contains(msg, cat("record 4 (id 4) at offset ", off)));
       CHECK(contains(msg, part));
     };
+    // Record 4's header field at `field` set to `value` (its type is the
+    // field's), the record header crc recomputed.
+    const auto expect_field_error = [&](size_t field, auto value, const std::string& part) {
+      Bytes bad = good;
+      put(bad, size_t(off + field), value);
+      fix_record_crc(bad, off);
+      expect_read_error(bad, part);
+    };
     for (uint64_t v : huge_values) {
       CAPTURE(v);
-      Bytes bad = good;
-      put<uint64_t>(bad, size_t(off + offsetof(RecordHeader, payload_length)), v);
-      fix_record_crc(bad, off);
-      expect_read_error(bad, "payload length");
+      expect_field_error(offsetof(RecordHeader, payload_length), v, "payload length");
     }
-    Bytes bad = good;
-    put<int64_t>(bad, size_t(off + offsetof(RecordHeader, label)), 0);  // index says 1
-    fix_record_crc(bad, off);
-    expect_read_error(bad, "label 0");
-    bad = good;
-    put<uint32_t>(bad, size_t(off + offsetof(RecordHeader, width)), 1);
-    fix_record_crc(bad, off);
-    expect_read_error(bad, "disagrees with the index");
-    bad = good;
-    put<uint32_t>(bad, size_t(off + offsetof(RecordHeader, extra_label_bytes)), 0xFFFFFFFFu);
-    fix_record_crc(bad, off);
-    expect_read_error(bad, "label bytes");
-    bad = good;
-    put<uint32_t>(bad, size_t(off + offsetof(RecordHeader, encoding)), 77);
-    fix_record_crc(bad, off);
-    expect_read_error(bad, "encoding");
-    bad = good;
-    put<uint32_t>(bad, size_t(off + offsetof(RecordHeader, payload_crc)), 0x1234abcdu);
-    fix_record_crc(bad, off);
-    expect_read_error(bad, "payload crc32c mismatch (stored 0x1234abcd, computed 0x");
-    bad = good;
+    expect_field_error(offsetof(RecordHeader, label), int64_t(0), "label 0");  // index says 1
+    expect_field_error(offsetof(RecordHeader, width), uint32_t(1), "disagrees with the index");
+    expect_field_error(offsetof(RecordHeader, extra_label_bytes), 0xFFFFFFFFu, "label bytes");
+    expect_field_error(offsetof(RecordHeader, encoding), uint32_t(77), "encoding");
+    expect_field_error(offsetof(RecordHeader, payload_crc), 0x1234abcdu,
+                       "payload crc32c mismatch (stored 0x1234abcd, computed 0x");
+    Bytes bad = good;  // the magic, which the crc does not cover
     put<uint32_t>(bad, size_t(off), 0x31524346u);
     expect_read_error(bad, "magic");
   }
@@ -882,13 +849,13 @@ TEST_CASE("records: incomplete files and the writer's temporary file") {
   const std::string path = dir.file("data.erec");
   const auto first = make_records({10, 20, 30}, 0, false);
   write_records(path, class_settings(), first);
-  const Bytes original = read_all(path);
+  const Bytes original = read_file(path);
 
   // The complete flag cleared (a consistent header otherwise).
   Bytes bad = original;
   put<uint32_t>(bad, offsetof(FileHeader, flags), 0);
   fix_header_crc(bad);
-  write_all(dir.file("cleared.erec"), bad);
+  write_bytes(dir.file("cleared.erec"), bad);
   const std::string msg = error_of([&] { RecordFile f(dir.file("cleared.erec")); });
   CHECK(contains(msg, "cleared.erec"));
   CHECK(contains(msg, "incomplete (the packer did not finish)"));
@@ -907,10 +874,10 @@ TEST_CASE("records: incomplete files and the writer's temporary file") {
     CHECK(fs::file_size(dir.file("killed.erec")) > 256);
     CHECK_ERROR_HAS(RecordFile(dir.file("killed.erec")), "incomplete");
     // The published file is untouched meanwhile.
-    CHECK(read_all(path) == original);
+    CHECK(read_file(path) == original);
   }
   CHECK_FALSE(fs::exists(atomic_temp_path(path)));
-  CHECK(read_all(path) == original);
+  CHECK(read_file(path) == original);
   check_file_matches(RecordFile(path), first);
   {
     RecordWriter w(dir.file("never.erec"), class_settings());  // nothing added, never finished
@@ -1086,7 +1053,7 @@ TEST_CASE("records: random corruption fuzz gives only success or ember::Error") 
   const std::string path = dir.file("fuzzed.erec");
   const auto recs = make_records({0, 1, 63, 64, 65, 300, 1000, 7}, 0, false);
   write_records(good_path, class_settings(), recs);
-  const Bytes good = read_all(good_path);
+  const Bytes good = read_file(good_path);
   const RecordFile reference(good_path);
   const FileHeader h = reference.header();
 
@@ -1125,7 +1092,7 @@ TEST_CASE("records: random corruption fuzz gives only success or ember::Error") 
         fix_header_crc(bad);
       }
     }
-    write_all(path, bad);
+    write_bytes(path, bad);
     std::vector<Record> read_back;
     const auto err = error_from([&] {
       RecordFile f(path);

@@ -11,7 +11,6 @@
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -27,46 +26,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using ember::testing::contains;
 using ember::testing::error_of;
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-#define CHECK_ERROR(expr, part)                                   \
-  do {                                                            \
-    const std::string msg_ = error_of([&] { (void)(expr); });     \
-    INFO("message: " << msg_);                                    \
-    CHECK(contains(msg_, part));                                  \
-    CHECK(msg_.find('\n') == std::string::npos);                  \
-  } while (0)
-
-// A fresh directory under /tmp, removed with everything in it at scope exit.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/ember_test_st_XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return path + "/" + name; }
-  std::vector<std::string> entries() const {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(path)) names.push_back(e.path().filename().string());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-};
+using ember::testing::TempDir;
+using ember::testing::write_bytes;
 
 std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
-
-void write_bytes(const std::string& path, const std::vector<uint8_t>& b) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
-  REQUIRE(f.good());
-}
 
 // A tensor whose bytes are a deterministic pattern (bit-exact comparisons,
 // including NaN payloads in float dtypes).
@@ -135,8 +100,8 @@ TEST_CASE("json: parses every kind of value and keeps object order") {
   CHECK(v.find("small")->as_int() == INT64_MIN);
   CHECK(v.find("neg0")->as_int() == 0);
   CHECK(v.find("missing") == nullptr);
-  CHECK_ERROR(v.find("z")->as_string(), "json: expected string, got array");
-  CHECK_ERROR(z[2].as_int(), "json: expected integer, got number");
+  CHECK_ERROR_HAS(v.find("z")->as_string(), "json: expected string, got array");
+  CHECK_ERROR_HAS(z[2].as_int(), "json: expected integer, got number");
 }
 
 TEST_CASE("json: string escapes, surrogate pairs and raw UTF-8") {
@@ -205,28 +170,28 @@ TEST_CASE("json: hostile inputs are rejected with the byte position") {
   };
   for (const Case& c : cases) {
     INFO("input: " << json::quote(c.text));
-    CHECK_ERROR(json::parse(c.text), c.message);
+    CHECK_ERROR_HAS(json::parse(c.text), c.message);
   }
 }
 
 TEST_CASE("json: nesting depth and value count are limited") {
   auto nested = [](int n) { return std::string(size_t(n), '[') + std::string(size_t(n), ']'); };
   CHECK(json::parse(nested(64)).is_array());
-  CHECK_ERROR(json::parse(nested(65)), "json: nesting deeper than 64 at byte 64");
+  CHECK_ERROR_HAS(json::parse(nested(65)), "json: nesting deeper than 64 at byte 64");
   // Far deeper than any stack could recurse: rejected at the limit, no crash.
-  CHECK_ERROR(json::parse(std::string(1000000, '[')), "nesting deeper than 64");
-  CHECK_ERROR(json::parse(std::string(100000, '{') ), "expected a string key");  // depth 1 fails first on the key
+  CHECK_ERROR_HAS(json::parse(std::string(1000000, '[')), "nesting deeper than 64");
+  CHECK_ERROR_HAS(json::parse(std::string(100000, '{') ), "expected a string key");  // depth 1 fails first on the key
   std::string objs;
   for (int i = 0; i < 100; ++i) objs += "{\"a\":";
-  CHECK_ERROR(json::parse(objs), "nesting deeper than 64");
+  CHECK_ERROR_HAS(json::parse(objs), "nesting deeper than 64");
 
   json::ParseLimits small;
   small.max_depth = 2;
   CHECK(json::parse("[[1]]", small).is_array());
-  CHECK_ERROR(json::parse("[[[1]]]", small), "nesting deeper than 2");
+  CHECK_ERROR_HAS(json::parse("[[[1]]]", small), "nesting deeper than 2");
   small.max_values = 4;
   CHECK(json::parse("[1,2,3]", small).as_array().size() == 3);
-  CHECK_ERROR(json::parse("[1,2,3,4]", small), "more than 4 values");
+  CHECK_ERROR_HAS(json::parse("[1,2,3,4]", small), "more than 4 values");
 }
 
 TEST_CASE("json: writer is compact, escapes, and round-trips") {
@@ -243,7 +208,7 @@ TEST_CASE("json: writer is compact, escapes, and round-trips") {
   CHECK(back.find("b")->as_array()[5].type() == json::Value::Type::number);  // 2.0 stays a float
   CHECK(json::write(back) == text);
   CHECK(json::quote("a\nb") == "\"a\\nb\"");
-  CHECK_ERROR(json::write(json::Value(std::nan(""))), "non-finite");
+  CHECK_ERROR_HAS(json::write(json::Value(std::nan(""))), "non-finite");
 }
 
 TEST_CASE("json: random mutations never crash the parser") {
@@ -473,9 +438,9 @@ TEST_CASE("safetensors: every truncation of a file is an error, never a crash") 
     if (len < 8) CHECK(contains(m2, "too short for the 8-byte header length"));
   }
   const uint64_t n = u64_le(full.data());
-  CHECK_ERROR(parse({full.begin(), full.begin() + long(8 + n) - 1}), "points past the end of the file");
-  CHECK_ERROR(parse({full.begin(), full.end() - 1}), "go past the end of the data section");
-  CHECK_ERROR(parse({full.begin(), full.begin() + long(8 + n)}), "go past the end of the data section (0 bytes)");
+  CHECK_ERROR_HAS(parse({full.begin(), full.begin() + long(8 + n) - 1}), "points past the end of the file");
+  CHECK_ERROR_HAS(parse({full.begin(), full.end() - 1}), "go past the end of the data section");
+  CHECK_ERROR_HAS(parse({full.begin(), full.begin() + long(8 + n)}), "go past the end of the data section (0 bytes)");
 }
 
 TEST_CASE("safetensors: hostile headers are rejected with a clear message") {
@@ -662,17 +627,18 @@ TEST_CASE("safetensors: save rejects bad input and leaves the old file") {
   save_safetensors(path, {{"a", a}});
   const std::vector<uint8_t> good = read_file(path);
 
-  CHECK_ERROR(save_safetensors(path, {{"a", a}, {"b", a}, {"a", a}}), "save_safetensors: duplicate tensor name \"a\"");
-  CHECK_ERROR(save_safetensors(path, {{"__metadata__", a}}), "\"__metadata__\" is reserved");
-  CHECK_ERROR(save_safetensors(path, {{"u", Tensor()}}), "tensor \"u\" is undefined");
+  CHECK_ERROR_HAS(save_safetensors(path, {{"a", a}, {"b", a}, {"a", a}}),
+                  "save_safetensors: duplicate tensor name \"a\"");
+  CHECK_ERROR_HAS(save_safetensors(path, {{"__metadata__", a}}), "\"__metadata__\" is reserved");
+  CHECK_ERROR_HAS(save_safetensors(path, {{"u", Tensor()}}), "tensor \"u\" is undefined");
   CHECK(read_file(path) == good);
   CHECK(dir.entries() == std::vector<std::string>{"ckpt.safetensors"});
 
-  CHECK_ERROR(save_safetensors(dir.file("no/such/dir/x.safetensors"), {{"a", a}}),
+  CHECK_ERROR_HAS(save_safetensors(dir.file("no/such/dir/x.safetensors"), {{"a", a}}),
               dir.file("no/such/dir/x.safetensors") + ": cannot create temporary file");
-  CHECK_ERROR(load_safetensors(dir.file("missing.safetensors")),
+  CHECK_ERROR_HAS(load_safetensors(dir.file("missing.safetensors")),
               dir.file("missing.safetensors") + ": cannot open: No such file or directory");
-  CHECK_ERROR(load_safetensors(dir.path), "is a directory");
+  CHECK_ERROR_HAS(load_safetensors(dir.path.string()), "is a directory");
 }
 
 TEST_CASE("file_io: atomic writes replace the file or leave it untouched") {
@@ -736,16 +702,16 @@ TEST_CASE("file_io: atomic writes replace the file or leave it untouched") {
     CHECK(read_file(path) == bytes_of("old content"));
   }
   SUBCASE("errors name the path") {
-    CHECK_ERROR(write_file_atomic(dir.file("nodir/f"), "x", 1),
+    CHECK_ERROR_HAS(write_file_atomic(dir.file("nodir/f"), "x", 1),
                 dir.file("nodir/f") + ": cannot create temporary file " + dir.file("nodir/f") + ".tmp.");
-    CHECK_ERROR(write_file_atomic(dir.file("nodir/f"), "x", 1), "No such file or directory");
+    CHECK_ERROR_HAS(write_file_atomic(dir.file("nodir/f"), "x", 1), "No such file or directory");
     // Renaming over a directory fails after the temp file was written: it is removed.
     fs::create_directory(dir.file("adir"));
-    CHECK_ERROR(write_file_atomic(dir.file("adir"), "x", 1), dir.file("adir") + ": cannot rename");
+    CHECK_ERROR_HAS(write_file_atomic(dir.file("adir"), "x", 1), dir.file("adir") + ": cannot rename");
     CHECK(dir.entries() == std::vector<std::string>{"adir", "data.bin"});
-    CHECK_ERROR(read_file(dir.file("absent")), dir.file("absent") + ": cannot open: No such file or directory");
-    CHECK_ERROR(read_file(dir.file("adir")), dir.file("adir") + ": is a directory");
-    CHECK_ERROR(write_file_atomic("", "x", 1), "empty path");
+    CHECK_ERROR_HAS(read_file(dir.file("absent")), dir.file("absent") + ": cannot open: No such file or directory");
+    CHECK_ERROR_HAS(read_file(dir.file("adir")), dir.file("adir") + ": is a directory");
+    CHECK_ERROR_HAS(write_file_atomic("", "x", 1), "empty path");
   }
   SUBCASE("FileReader checks every range") {
     FileReader r(path);
@@ -754,11 +720,11 @@ TEST_CASE("file_io: atomic writes replace the file or leave it untouched") {
     r.read_at(4, buf, 7);
     CHECK(std::string(buf, 7) == "content");
     r.read_at(11, buf, 0);
-    CHECK_ERROR(r.read_at(5, buf, 7), "read of 7 bytes at offset 5 is past the end of the file (11 bytes)");
-    CHECK_ERROR(r.read_at(UINT64_MAX, buf, 1), "past the end of the file");
-    CHECK_ERROR(r.read_at(1, buf, SIZE_MAX), "past the end of the file");
+    CHECK_ERROR_HAS(r.read_at(5, buf, 7), "read of 7 bytes at offset 5 is past the end of the file (11 bytes)");
+    CHECK_ERROR_HAS(r.read_at(UINT64_MAX, buf, 1), "past the end of the file");
+    CHECK_ERROR_HAS(r.read_at(1, buf, SIZE_MAX), "past the end of the file");
     // A file that shrinks after it was opened: a clear error, not garbage.
     REQUIRE(::truncate(path.c_str(), 3) == 0);
-    CHECK_ERROR(r.read_at(0, buf, 11), "unexpected end of file");
+    CHECK_ERROR_HAS(r.read_at(0, buf, 11), "unexpected end of file");
   }
 }

@@ -20,34 +20,15 @@
 #include "data/fashion_mnist.h"
 #include "net/checkpoint.h"
 #include "net/resnet.h"
+#include "tests/test_helpers.h"
+#include "tests/train_recipe.h"
 
 namespace {
 
 using namespace ember;
-
-net::ResNetConfig small_resnet_config() {
-  net::ResNetConfig cfg;
-  cfg.num_layers = 14;
-  cfg.num_classes = 10;
-  cfg.in_channels = 1;
-  cfg.image_size = 28;
-  cfg.input_norm.channels = 1;
-  cfg.input_norm.mean[0] = 0.2860f;
-  cfg.input_norm.inv_std[0] = 1.0f / 0.3530f;
-  return cfg;
-}
-
-apps::FitOptions recipe(int epochs) {
-  apps::FitOptions fo;
-  fo.num_epochs = epochs;
-  fo.lr = 0.05;
-  fo.sgd = {0.9, 5e-4, true};
-  fo.schedule.kind = net::LrScheduleKind::cosine;
-  fo.label_smoothing = 0.0;
-  fo.disp_batches = 40;
-  fo.eval_batch_size = 500;
-  return fo;
-}
+using ember::testing::small_recipe;
+using ember::testing::small_resnet_config;
+using ember::testing::TempDir;
 
 data::BatchIterator::Options iterator_options() {
   data::BatchIterator::Options io;
@@ -71,7 +52,7 @@ const SmallRun& small_run(DType precision) {
   Generator gen(0);
   net::ResNet model(small_resnet_config(), gen);
   data::BatchIterator it(train, iterator_options());
-  apps::FitOptions fo = recipe(3);
+  apps::FitOptions fo = small_recipe(3);
   fo.precision = precision;
   SmallRun run;
   const auto t0 = std::chrono::steady_clock::now();
@@ -115,8 +96,8 @@ TEST_CASE("integration: the same run in fp16 (f32 masters, dynamic loss scaling)
 }
 
 TEST_CASE("integration: checkpoints every epoch, and --load-epoch resumes where training stopped") {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "ember_test_resume";
-  std::filesystem::remove_all(dir);
+  const TempDir tmp;
+  const std::filesystem::path& dir = tmp.path;
   const std::string prefix = (dir / "sub" / "r14").string();  // fit creates missing directories
   const data::ImageSet train = data::subset(data::load_fashion_mnist(data::kFashionMnistDir, true), 0, 640);
 
@@ -124,7 +105,7 @@ TEST_CASE("integration: checkpoints every epoch, and --load-epoch resumes where 
   Generator gen_a(7);
   net::ResNet a(small_resnet_config(), gen_a);
   data::BatchIterator it_a(train, iterator_options());
-  apps::FitOptions fa = recipe(2);
+  apps::FitOptions fa = small_recipe(2);
   fa.model_prefix = prefix;
   apps::fit(a, it_a, nullptr, fa);
   CHECK(std::filesystem::exists(net::checkpoint_path(prefix, 1)));
@@ -138,11 +119,10 @@ TEST_CASE("integration: checkpoints every epoch, and --load-epoch resumes where 
   const auto meta = net::load_model(net::checkpoint_path(prefix, 1), b);
   CHECK(meta.at("epoch") == "1");
   data::BatchIterator it_b(train, iterator_options());
-  apps::FitOptions fb = recipe(2);
+  apps::FitOptions fb = small_recipe(2);
   fb.begin_epoch = 1;
   fb.model_prefix = (dir / "resumed").string();
   // fit() reads the optimizer state from <model_prefix>-0001.states: point it at run A's.
-  std::filesystem::create_directories(dir);
   std::filesystem::copy_file(net::optimizer_state_path(prefix, 1), net::optimizer_state_path(fb.model_prefix, 1));
   apps::fit(b, it_b, nullptr, fb);
 
@@ -163,5 +143,4 @@ TEST_CASE("integration: checkpoints every epoch, and --load-epoch resumes where 
   net::ResNet c(other, gen_c);
   CHECK_THROWS_WITH_AS(net::load_model(net::checkpoint_path(prefix, 2), c),
                        doctest::Contains("r14-0002.safetensors: tensor \"fc.weight\" has shape [10, 64]"), Error);
-  std::filesystem::remove_all(dir);
 }

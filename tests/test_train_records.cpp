@@ -3,20 +3,19 @@
 // tree of PNG files (data/image_folder.h), packed into record files by the
 // im2rec library (data/packer.h), read back by the threaded loader
 // (data/image_loader.h) and trained with the same fit() loop, model and
-// recipe as tests/test_train_integration.cpp's IDX run (ResNet-14, 5k images,
-// 3 epochs, batch 32, cosine lr 0.05, no augmentation). It must land in the
+// recipe (tests/train_recipe.h) as tests/test_train_integration.cpp's IDX run
+// (ResNet-14, 5k images, 3 epochs, batch 32, cosine lr 0.05, no augmentation). It must land in the
 // same band: >= 80% on the first 1k test images. Before training, the
 // validation batches are compared pixel for pixel with the IDX images (PNG
 // is lossless), so a wrong crop, resize or channel order cannot hide behind
 // an accuracy figure.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <algorithm>
 #include <map>
-#include <unistd.h>
 
 #include "apps/common/batch_source.h"
 #include "apps/common/fit.h"
@@ -26,11 +25,16 @@
 #include "data/packer.h"
 #include "data/record_file.h"
 #include "net/resnet.h"
+#include "tests/test_helpers.h"
+#include "tests/train_recipe.h"
 
 namespace {
 
 using namespace ember;
 namespace fs = std::filesystem;
+using ember::testing::small_recipe;
+using ember::testing::small_resnet_config;
+using ember::testing::TempDir;
 
 // Exports `set` as PNGs under dir/<tag>/ and packs them (original bytes kept)
 // into dir/<tag>.erec; returns the record file's path.
@@ -69,8 +73,8 @@ data::LoaderOptions loader_options(bool validation) {
 }  // namespace
 
 TEST_CASE("integration: Fashion-MNIST as PNG folders -> im2rec -> loader trains ResNet-14 to >= 80%") {
-  const fs::path dir = fs::temp_directory_path() / ("ember_test_records_e2e_" + std::to_string(getpid()));
-  fs::remove_all(dir);
+  const TempDir tmp;
+  const fs::path& dir = tmp.path;
   const data::ImageSet train = data::subset(data::load_fashion_mnist(data::kFashionMnistDir, true), 0, 5000);
   const data::ImageSet test = data::subset(data::load_fashion_mnist(data::kFashionMnistDir, false), 0, 1000);
 
@@ -116,26 +120,12 @@ TEST_CASE("integration: Fashion-MNIST as PNG folders -> im2rec -> loader trains 
     CHECK(matched == 1000);
   }
 
-  net::ResNetConfig cfg;
-  cfg.num_layers = 14;
-  cfg.num_classes = 10;
-  cfg.in_channels = 1;
-  cfg.image_size = 28;
-  cfg.input_norm.channels = 1;
-  cfg.input_norm.mean[0] = 0.2860f;
-  cfg.input_norm.inv_std[0] = 1.0f / 0.3530f;
   Generator gen(0);
-  net::ResNet model(cfg, gen);
+  net::ResNet model(small_resnet_config(), gen);
 
   data::ImageLoader train_loader(train_records, loader_options(false));
   apps::LoaderSource train_source(train_loader), val_source(val_loader);
-  apps::FitOptions fo;
-  fo.num_epochs = 3;
-  fo.lr = 0.05;
-  fo.sgd = {0.9, 5e-4, true};
-  fo.schedule.kind = net::LrScheduleKind::cosine;
-  fo.label_smoothing = 0.0;
-  fo.disp_batches = 40;
+  const apps::FitOptions fo = small_recipe(3);
   const auto t1 = std::chrono::steady_clock::now();
   const apps::FitResult r = apps::fit(model, train_source, &val_source, fo);
   const double train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
@@ -145,5 +135,4 @@ TEST_CASE("integration: Fashion-MNIST as PNG folders -> im2rec -> loader trains 
   CHECK(r.validation_accuracy >= 0.80);
   CHECK(r.steps == 3 * ((5000 + 31) / 32));
   CHECK(train_loader.bad_records() == 0);
-  fs::remove_all(dir);
 }
