@@ -74,7 +74,7 @@ endif
 SIMFLAGS := -x c++ -DEMBER_CUDASIM=1 -I$(CUDA_HOME)/include
 
 # ----------------------------------------------------------------- sources
-CORE_SRC  := $(wildcard engine/*.cpp ops/*.cpp ops/cpu/*.cpp net/*.cpp data/*.cpp)
+CORE_SRC  := $(wildcard engine/*.cpp ops/*.cpp ops/cpu/*.cpp net/*.cpp net/dist/*.cpp data/*.cpp)
 CU_SRC    := $(wildcard cuda/*.cu cuda/kernels/*.cu)
 CUDNN_SRC := $(if $(filter 1,$(CUDNN)),$(wildcard cuda/cudnn/*.cu))
 SIMRT_SRC := $(wildcard cuda/sim/*.cpp cuda/sim/*.S)

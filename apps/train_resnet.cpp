@@ -4,12 +4,16 @@
 //   build/train_resnet --num-layers 50 --data-train train.erec --data-val val.erec --gpus 0
 //   build/train_resnet --data-train train.erec --test-io 1          # the loader alone
 //   build/train_resnet --benchmark 1 --num-layers 50 --image-shape 3,224,224
+//   build/train_resnet --nproc 2 ...        data-parallel: two workers here
+//   RANK=0 WORLD_SIZE=2 MASTER_ADDR=host0 build/train_resnet ...  (one per host)
 //
 // Builds the model, the data source (Fashion-MNIST in memory, or record
 // files through the threaded loader) and the optimizer from the flags,
 // prints a start line with every setting, and hands over to fit()
 // (apps/common/fit.h), which prints the MXNet-style progress lines and
-// saves a checkpoint per epoch.
+// saves a checkpoint per epoch. In a data-parallel run each rank does the
+// same on its shard of the data (apps/common/distributed.h); only rank 0
+// prints and saves.
 #include <cstdio>
 #include <sstream>
 #include <string>
@@ -19,6 +23,7 @@
 #include "cuda/cuda_device.h"
 #endif
 
+#include "apps/common/distributed.h"
 #include "apps/common/fit.h"
 #include "apps/common/flags.h"
 #include "data/fashion_mnist.h"
@@ -26,6 +31,7 @@
 #include "data/record_file.h"
 #include "engine/parallel.h"
 #include "net/checkpoint.h"
+#include "net/dist/data_parallel.h"
 #include "net/resnet.h"
 #include "ops/kernel_profile.h"
 
@@ -86,6 +92,7 @@ struct Settings {
   std::string gpus;
   std::string conv = "cudnn";
   bool cudnn_benchmark = false;
+  apps::DistSettings dist;
 };
 
 void declare(apps::Flags& f, Settings& s) {
@@ -142,24 +149,41 @@ void declare(apps::Flags& f, Settings& s) {
   f.add("num-batches", &s.num_batches, "benchmark: timed batches (after 3 warm-up batches)");
   f.add("profile", &s.profile, "1: time every CPU kernel call and print a table by kernel and dtype at the end");
   f.group("devices");
-  f.add("gpus", &s.gpus, "GPU to train on, e.g. 0 (empty: the CPU)");
+  f.add("gpus", &s.gpus, "GPUs to train on, e.g. 0, or 0,1,2,3 for one worker per GPU (empty: the CPU)");
   f.add("conv", &s.conv, "GPU convolution, batch norm, pooling and GEMM: cudnn (cuDNN/cuBLAS) or native (ember's kernels)");
   f.add("cudnn-benchmark", &s.cudnn_benchmark, "time cuDNN's convolution algorithms per shape instead of its heuristics");
+  apps::declare_dist_flags(f, s.dist);
 }
 
-// The device to train on: the CPU, or the GPU of --gpus (CUDA set up).
-Device select_device(const Settings& s) {
+// "0,1,3" -> {0, 1, 3}
+std::vector<int> parse_gpus(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    EMBER_CHECK(!item.empty() && *end == '\0' && v >= 0 && v < 1024, "--gpus '", text,
+                "': give device indices, e.g. 0 or 0,1,2,3");
+    out.push_back(int(v));
+  }
+  return out;
+}
+
+// The device to train on: the CPU, or this worker's GPU of --gpus (CUDA set up).
+Device select_device(const Settings& s, int local_rank, std::FILE* out) {
   if (s.gpus.empty()) return Device::cpu();
-  char* end = nullptr;
-  const long index = std::strtol(s.gpus.c_str(), &end, 10);
-  EMBER_CHECK(!s.gpus.empty() && *end == '\0' && index >= 0, "--gpus '", s.gpus,
-              "': give one device index, e.g. --gpus 0 (training on several GPUs is not supported yet)");
+  const std::vector<int> gpus = parse_gpus(s.gpus);
+  EMBER_CHECK(local_rank < int(gpus.size()), "--gpus ", s.gpus, " lists ", gpus.size(),
+              " devices but this is local rank ", local_rank, ": list one GPU per worker on this host");
+  const int index = gpus[size_t(local_rank)];
 #if defined(EMBER_CUDA)
-  cuda::init(int(index), cuda::parse_conv_backend(s.conv), /*pinned_host=*/true);
+  cuda::init(index, cuda::parse_conv_backend(s.conv), /*pinned_host=*/true);
   cuda::set_cudnn_benchmark(s.cudnn_benchmark);
-  std::printf("device: cuda:%ld %s, --conv %s\n", index, cuda::device_name(int(index)).c_str(), s.conv.c_str());
-  return Device::cuda(int(index));
+  std::fprintf(out, "device: cuda:%d %s, --conv %s\n", index, cuda::device_name(index).c_str(), s.conv.c_str());
+  return Device::cuda(index);
 #else
+  (void)out;
   fail("--gpus: this build of ember has no CUDA (nvcc was not found when it was built)");
 #endif
 }
@@ -201,6 +225,7 @@ void validate(const Settings& s) {
               "--min-random-area/--max-random-area must satisfy 0 < min <= max <= 1");
   EMBER_CHECK(s.min_random_aspect_ratio > 0 && s.min_random_aspect_ratio <= s.max_random_aspect_ratio,
               "--min-random-aspect-ratio/--max-random-aspect-ratio must satisfy 0 < min <= max");
+  apps::validate_dist_settings(s.dist);
 }
 
 // "a,b,c" -> numbers; errors name the flag.
@@ -245,7 +270,7 @@ struct TrainingData {
   std::string description;
 };
 
-std::unique_ptr<TrainingData> fashion_mnist_data(const Settings& s) {
+std::unique_ptr<TrainingData> fashion_mnist_data(const Settings& s, int rank, int world) {
   EMBER_CHECK(s.dataset == "fashion-mnist", "--dataset ", s.dataset,
               " is not built in (fashion-mnist); use --data-train with record files");
   auto d = std::make_unique<TrainingData>();
@@ -260,10 +285,12 @@ std::unique_ptr<TrainingData> fashion_mnist_data(const Settings& s) {
   io.pad = s.random_crop ? s.pad_size : 0;
   io.flip = s.random_mirror;
   io.seed = uint64_t(s.seed);
+  io.rank = rank, io.world = world;
   d->train_it = std::make_unique<data::BatchIterator>(d->train_set, io);
   data::BatchIterator::Options vo;
   vo.batch_size = 500;
   vo.shuffle = false;
+  vo.rank = rank, vo.world = world, vo.even_shards = false;  // each test image once over all ranks
   d->val_it = std::make_unique<data::BatchIterator>(d->val_set, vo);
   d->train = std::make_unique<apps::IteratorSource>(*d->train_it);
   d->val = std::make_unique<apps::IteratorSource>(*d->val_it);
@@ -277,7 +304,7 @@ std::unique_ptr<TrainingData> fashion_mnist_data(const Settings& s) {
   return d;
 }
 
-std::unique_ptr<TrainingData> record_data(const Settings& s) {
+std::unique_ptr<TrainingData> record_data(const Settings& s, int rank, int world) {
   auto d = std::make_unique<TrainingData>();
   const auto shape = parse_image_shape(s.image_shape.empty() ? "3,224,224" : s.image_shape);
   EMBER_CHECK(shape[0] == 1 || shape[0] == 3, "--image-shape: record data has 1 or 3 channels, got ", shape[0]);
@@ -288,6 +315,7 @@ std::unique_ptr<TrainingData> record_data(const Settings& s) {
   lo.batch_size = s.batch_size;
   lo.threads = s.data_nthreads > 0 ? s.data_nthreads : int(std::thread::hardware_concurrency());
   lo.seed = uint64_t(s.seed);
+  lo.rank = rank, lo.world = world;
   lo.channels = int(shape[0]);
   lo.output_size = int(shape[1]);
   if (!s.size_schedule.empty()) lo.size_schedule = data::parse_size_schedule(s.size_schedule);
@@ -316,6 +344,7 @@ std::unique_ptr<TrainingData> record_data(const Settings& s) {
     data::LoaderOptions vo = lo;
     vo.validation = true;
     vo.shuffle = false;
+    vo.even_shards = false;  // each validation image once over all ranks
     d->val_loader = std::make_unique<data::ImageLoader>(*d->val_records, vo);
     d->val = std::make_unique<apps::LoaderSource>(*d->val_loader);
     d->description += cat(", validation ", s.data_val, ": ", d->val_records->describe());
@@ -326,7 +355,7 @@ std::unique_ptr<TrainingData> record_data(const Settings& s) {
   return d;
 }
 
-int run_benchmark(const Settings& s, Device device) {
+int run_benchmark(const Settings& s, Device device, const apps::DistRun& dist) {
   apps::BenchmarkOptions b;
   const auto shape = s.image_shape.empty() ? std::vector<int64_t>{1, 28, 28} : parse_image_shape(s.image_shape);
   b.channels = shape[0], b.height = shape[1], b.width = shape[2];
@@ -339,6 +368,9 @@ int run_benchmark(const Settings& s, Device device) {
   b.seed = uint64_t(s.seed);
   b.device = device;
   b.precision = s.precision == "fp16" ? DType::f16 : DType::f32;
+  b.comm = dist.comm;
+  b.buckets = dist.buckets;
+  b.log = dist.log;
   net::ResNetConfig cfg;
   cfg.num_layers = s.num_layers;
   cfg.num_classes = b.num_classes;
@@ -349,12 +381,20 @@ int run_benchmark(const Settings& s, Device device) {
   Generator gen(uint64_t(s.seed));
   net::ResNet model(cfg, gen);
   model.to(device);
-  std::printf("benchmark: %s, batch %lld, input %lldx%lldx%lld, %s, synthetic data\n", model.describe().c_str(),
-              (long long)b.batch_size, (long long)b.channels, (long long)b.height, (long long)b.width,
-              s.precision.c_str());
-  const double median = apps::benchmark(model, b);  // resets the kernel profile after its warm-up
-  std::printf("Median speed: %.2f samples/sec\n", median);
-  if (s.profile) print_kernel_profile(stdout);
+  std::FILE* out = dist.log;
+  if (dist.env.world > 1 && s.dist.sync_bn)
+    net::set_sync_batch_norm(model, net::dist::make_batch_norm_sync(*dist.comm));
+  std::fprintf(out, "benchmark: %s, batch %lld%s, input %lldx%lldx%lld, %s, synthetic data\n", model.describe().c_str(),
+               (long long)b.batch_size,
+               dist.env.world > 1 ? cat(" per rank x ", dist.env.world, " ranks").c_str() : "", (long long)b.channels,
+               (long long)b.height, (long long)b.width, s.precision.c_str());
+  const apps::BenchmarkResult r = apps::benchmark(model, b);  // resets the kernel profile after its warm-up
+  std::fprintf(out, "Median speed: %.2f samples/sec\n", r.median_speed);
+  if (dist.env.world > 1 && r.comm.steps > 0)
+    std::fprintf(out, "All-reduce: %.1f ms per step, %.1f ms of it exposed (%.0f%% hidden behind backward)\n",
+                 1e3 * r.comm.comm_seconds / double(r.comm.steps), 1e3 * r.comm.exposed_seconds / double(r.comm.steps),
+                 100.0 * r.comm.hidden_share());
+  if (s.profile) print_kernel_profile(out);
   return 0;
 }
 
@@ -364,23 +404,46 @@ int run(int argc, char** argv) {
   declare(flags, s);
   if (!flags.parse(argc, argv)) return 0;
   validate(s);
+  const int gpu_count = s.gpus.empty() ? 0 : int(parse_gpus(s.gpus).size());
+  if (apps::should_launch_workers(s.dist, gpu_count))
+    return apps::run_local_workers(apps::workers_to_launch(s.dist, gpu_count), s.dist, argc, argv);
+
   set_num_threads(s.threads > 0 ? s.threads : int(std::thread::hardware_concurrency()));
-  std::printf("Start training with: %s\n", flags.settings().c_str());
-  std::printf("threads=%d\n", num_threads());
-  const Device device = s.test_io ? Device::cpu() : select_device(s);
+  const net::dist::LaunchEnv env = net::dist::detect_launch_env({s.dist.master_addr, s.dist.master_port, s.dist.run_id});
+  std::FILE* out = apps::rank_log(env.rank);
+  const Device device = s.test_io ? Device::cpu() : select_device(s, env.local_rank, out);
+  apps::NcclFactory nccl;
+#if defined(EMBER_CUDA) && defined(EMBER_NCCL)
+  nccl = apps::nccl_comm_factory();
+#endif
+  // --test-io runs this rank's shard of the loader alone: no communicator.
+  const apps::DistRun dist = s.test_io ? apps::DistRun{env, nullptr, {}, out}
+                                       : apps::start_distributed(s.dist, !device.is_cpu(), device.index, nccl);
+  out = dist.log;
+  std::fprintf(out, "Start training with: %s\n", flags.settings().c_str());
+  std::fprintf(out, "threads=%d\n", num_threads());
+  if (env.world > 1)
+    std::fprintf(out, "data-parallel: %d ranks (%s), rendezvous %s:%d, kv-store %s; global batch %lld = --batch-size %lld x %d\n",
+                 env.world, env.source.c_str(), env.master_addr.c_str(), env.master_port,
+                 dist.comm ? dist.comm->backend() : "none", (long long)(s.batch_size * env.world), (long long)s.batch_size,
+                 env.world);
   EMBER_CHECK(!s.profile || device.is_cpu(), "--profile times CPU kernels only (on a GPU use Nsight Systems)");
   set_kernel_profiling(s.profile);
-  if (s.benchmark) return run_benchmark(s, device);
+  if (s.benchmark) {
+    run_benchmark(s, device, dist);
+    apps::finish_distributed();
+    return 0;
+  }
 
-  const auto d = s.data_train.empty() ? fashion_mnist_data(s) : record_data(s);
-  std::printf("data: %s\n", d->description.c_str());
+  const auto d = s.data_train.empty() ? fashion_mnist_data(s, env.rank, env.world) : record_data(s, env.rank, env.world);
+  std::fprintf(out, "data: %s\n", d->description.c_str());
   if (s.test_io) {
-    const apps::TestIoResult r = apps::test_io(*d->train, s.num_epochs, s.disp_batches);
-    std::printf("Median speed: %.2f samples/sec\n", r.median_interval_speed);
-    std::printf("Epoch speed: %.2f samples/sec (whole epochs%s)\n", r.epoch_speed,
-                s.num_epochs > 1 ? " after the first" : "");
+    const apps::TestIoResult r = apps::test_io(*d->train, s.num_epochs, s.disp_batches, out);
+    std::fprintf(out, "Median speed: %.2f samples/sec\n", r.median_interval_speed);
+    std::fprintf(out, "Epoch speed: %.2f samples/sec (whole epochs%s)\n", r.epoch_speed,
+                 s.num_epochs > 1 ? " after the first" : "");
     if (d->train_loader && d->train_loader->bad_records() > 0)
-      std::printf("skipped %lld bad records\n", (long long)d->train_loader->bad_records());
+      std::fprintf(out, "skipped %lld bad records\n", (long long)d->train_loader->bad_records());
     return 0;
   }
 
@@ -393,13 +456,16 @@ int run(int argc, char** argv) {
   cfg.input_norm = d->norm;
   Generator gen(uint64_t(s.seed));
   net::ResNet model(cfg, gen);
-  std::printf("model: %s\n", model.describe().c_str());
+  std::fprintf(out, "model: %s\n", model.describe().c_str());
   if (s.load_epoch > 0) {
+    // Every rank reads the checkpoint (a shared file system, or a copy on each host); rank 0's is then broadcast.
     const std::string path = net::checkpoint_path(s.model_prefix, s.load_epoch);
     net::load_model(path, model);
-    std::printf("Loaded model from \"%s\"; resuming at Epoch[%d]\n", path.c_str(), s.load_epoch);
+    std::fprintf(out, "Loaded model from \"%s\"; resuming at Epoch[%d]\n", path.c_str(), s.load_epoch);
   }
   model.to(device);
+  const bool sync_bn = env.world > 1 && s.dist.sync_bn;
+  if (sync_bn) net::set_sync_batch_norm(model, net::dist::make_batch_norm_sync(*dist.comm));
 
   apps::FitOptions fo;
   fo.num_epochs = s.num_epochs;
@@ -414,22 +480,33 @@ int run(int argc, char** argv) {
   fo.disp_batches = s.disp_batches;
   fo.model_prefix = s.model_prefix;
   fo.device = device;
+  fo.log = out;
   fo.precision = s.precision == "fp16" ? DType::f16 : DType::f32;
   fo.loss_scaler.fixed_scale = s.loss_scale;
   fo.loss_scaler.window = s.scale_window;
+  fo.comm = dist.comm;
+  fo.buckets = dist.buckets;
+  fo.sync_bn = sync_bn;
   fo.checkpoint_metadata = {{"network", "resnet"},
                             {"num_layers", std::to_string(s.num_layers)},
                             {"dataset", s.data_train.empty() ? s.dataset : s.data_train},
                             {"producer", "ember train_resnet"}};
+  if (env.world > 1) fo.checkpoint_metadata.push_back({"world_size", std::to_string(env.world)});
   const apps::FitResult r = apps::fit(model, *d->train, d->val.get(), fo);
-  std::printf("Finished %d epochs in %.1f s: Train-accuracy=%.6f Validation-accuracy=%.6f\n",
-              s.num_epochs - s.load_epoch, r.seconds, r.train_accuracy, r.validation_accuracy);
-  if (s.profile) print_kernel_profile(stdout);
+  std::fprintf(out, "Finished %d epochs in %.1f s: Train-accuracy=%.6f Validation-accuracy=%.6f\n",
+               s.num_epochs - s.load_epoch, r.seconds, r.train_accuracy, r.validation_accuracy);
+  if (env.world > 1 && r.comm.steps > 0)
+    std::fprintf(out, "All-reduce: %.1f ms per step, %.1f ms of it exposed (%.0f%% hidden behind backward)\n",
+                 1e3 * r.comm.comm_seconds / double(r.comm.steps), 1e3 * r.comm.exposed_seconds / double(r.comm.steps),
+                 100.0 * r.comm.hidden_share());
+  if (s.profile) print_kernel_profile(out);
   if (fo.precision == DType::f16)
-    std::printf("fp16: final loss scale %g, %lld of %lld steps skipped\n", r.loss_scale, (long long)r.skipped_steps,
-                (long long)r.steps);
+    std::fprintf(out, "fp16: final loss scale %g, %lld of %lld steps skipped\n", r.loss_scale, (long long)r.skipped_steps,
+                 (long long)r.steps);
   if (d->train_loader && d->train_loader->bad_records() > 0)
-    std::printf("skipped %lld bad records\n", (long long)d->train_loader->bad_records());
+    std::fprintf(out, "skipped %lld bad records\n", (long long)d->train_loader->bad_records());
+  std::fflush(out);
+  apps::finish_distributed();
   return 0;
 }
 
@@ -439,8 +516,6 @@ int main(int argc, char** argv) {
   try {
     return run(argc, argv);
   } catch (const std::exception& e) {  // ember::Error and anything the standard library throws
-    std::fflush(stdout);                // the log so far comes before the error
-    std::fprintf(stderr, "train_resnet: error: %s\n", e.what());
-    return 1;
+    return apps::report_fatal("train_resnet", e);
   }
 }

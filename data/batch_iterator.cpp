@@ -40,11 +40,16 @@ std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, int epo
   return order;
 }
 
-std::vector<int64_t> shard_order(const std::vector<int64_t>& order, int rank, int world) {
+int64_t shard_size(int64_t n, int rank, int world, bool even) {
   EMBER_CHECK(world >= 1 && rank >= 0 && rank < world, "data: rank ", rank, " of world ", world);
+  if (even) return (n + world - 1) / world;
+  return n / world + (rank < n % world ? 1 : 0);
+}
+
+std::vector<int64_t> shard_order(const std::vector<int64_t>& order, int rank, int world, bool even) {
   const size_t n = order.size();
+  const size_t per_rank = size_t(shard_size(int64_t(n), rank, world, even));
   if (n == 0) return {};
-  const size_t per_rank = (n + size_t(world) - 1) / size_t(world);
   std::vector<int64_t> mine(per_rank);
   for (size_t i = 0; i < per_rank; ++i) mine[i] = order[(size_t(rank) + i * size_t(world)) % n];
   return mine;
@@ -64,12 +69,13 @@ BatchIterator::BatchIterator(const ImageSet& set, Options options) : set_(set), 
 void BatchIterator::start_epoch(int epoch) {
   EMBER_CHECK(epoch >= 0 && epoch <= kMaxEpoch, "data: epoch ", epoch, " outside [0, ", kMaxEpoch, "]");
   epoch_ = epoch;
-  order_ = shard_order(epoch_order(set_.count, opt_.shuffle, opt_.seed, epoch), opt_.rank, opt_.world);
+  order_ = shard_order(epoch_order(set_.count, opt_.shuffle, opt_.seed, epoch), opt_.rank, opt_.world,
+                       opt_.even_shards);
   pos_ = 0;
 }
 
 int64_t BatchIterator::samples_per_epoch() const {
-  const int64_t per_rank = (set_.count + opt_.world - 1) / opt_.world;
+  const int64_t per_rank = shard_size(set_.count, opt_.rank, opt_.world, opt_.even_shards);
   return opt_.drop_last ? per_rank / opt_.batch_size * opt_.batch_size : per_rank;
 }
 

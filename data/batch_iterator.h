@@ -33,8 +33,12 @@ uint64_t sample_stream_id(int epoch, int64_t index);
 std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, int epoch);
 
 // Rank `rank`'s share of a global order: positions rank, rank + world, ...
-// of the order wrapped around to ceil(n / world) * world entries.
-std::vector<int64_t> shard_order(const std::vector<int64_t>& order, int rank, int world);
+// of the order wrapped around to ceil(n / world) * world entries (even:
+// every rank the same count, for training), or of the order as it is (each
+// sample exactly once over all ranks, for evaluation).
+std::vector<int64_t> shard_order(const std::vector<int64_t>& order, int rank, int world, bool even = true);
+// How many samples rank `rank` gets of n (shard_order's size).
+int64_t shard_size(int64_t n, int rank, int world, bool even = true);
 
 struct Batch {
   Tensor images;     // u8 [B, C, H, W] on the CPU
@@ -52,6 +56,7 @@ class BatchIterator {
     bool flip = false;       // random horizontal flip with p = 0.5
     uint64_t seed = 0;
     int rank = 0, world = 1;
+    bool even_shards = true;  // false: every sample once over all ranks (evaluation), not padded
   };
 
   // Keeps a reference to `set`, which must outlive the iterator (and must

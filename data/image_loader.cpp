@@ -400,7 +400,7 @@ int ImageLoader::output_size(int epoch) const {
 }
 
 int64_t ImageLoader::samples_per_epoch() const {
-  const int64_t per_rank = (impl_->data.size() + opt_.world - 1) / opt_.world;
+  const int64_t per_rank = shard_size(int64_t(impl_->data.size()), opt_.rank, opt_.world, opt_.even_shards);
   return opt_.drop_last ? per_rank / opt_.batch_size * opt_.batch_size : per_rank;
 }
 
@@ -419,7 +419,7 @@ void ImageLoader::start_epoch(int epoch) {
   m.taken.store(0);
   const bool shuffle = opt_.shuffle && !opt_.validation;
   std::vector<int64_t> order =
-      shard_order(epoch_order(m.data.size(), shuffle, opt_.seed, epoch), opt_.rank, opt_.world);
+      shard_order(epoch_order(m.data.size(), shuffle, opt_.seed, epoch), opt_.rank, opt_.world, opt_.even_shards);
   order.resize(size_t(samples_per_epoch()));
   m.claims = window_read_order(m.data, order, int64_t(opt_.prefetch_batches) * opt_.batch_size);
   m.order = std::move(order);

@@ -44,6 +44,7 @@ struct LoaderOptions {
   bool drop_last = false;
   uint64_t seed = 0;
   int rank = 0, world = 1;
+  bool even_shards = true;     // false: every sample once over all ranks (evaluation), not padded
   int channels = 3;            // decode to 1 or 3 channels
   // Output size per epoch: size_schedule entries (first_epoch, size), sorted;
   // epochs before the first entry use output_size.

@@ -87,20 +87,26 @@ void run_backward(const Tensor& root, const Tensor& grad_output) {
     }
   };
 
+  auto leaf_done = [](const std::shared_ptr<TensorImpl>& leaf) {
+    if (leaf->post_accumulate_grad_hook) leaf->post_accumulate_grad_hook(Tensor(leaf));
+  };
   if (root.is_leaf()) {
     accumulate_leaf(root.impl_ptr(), grad_output);
+    leaf_done(root.impl_ptr());
     return;
   }
 
   // Topological order of the nodes reachable from the root: count how many
   // consumers each node has, then release a node once all have run.
   std::unordered_map<Node*, int> pending;
+  std::unordered_map<TensorImpl*, int> leaf_pending;  // edges into each leaf still to run
   std::vector<Node*> stack{root.grad_fn().get()};
   std::unordered_set<Node*> seen{root.grad_fn().get()};
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
     for (const Edge& e : n->edges()) {
+      if (e.leaf) ++leaf_pending[e.leaf.get()];
       if (!e.node) continue;
       ++pending[e.node.get()];
       if (seen.insert(e.node.get()).second) stack.push_back(e.node.get());
@@ -129,6 +135,7 @@ void run_backward(const Tensor& root, const Tensor& grad_output) {
       const Tensor* gi = (i < input_grads.size() && input_grads[i].defined()) ? &input_grads[i] : nullptr;
       if (e.leaf) {
         if (gi) accumulate_leaf(e.leaf, *gi);
+        if (--leaf_pending[e.leaf.get()] == 0) leaf_done(e.leaf);
         continue;
       }
       if (!e.node) continue;

@@ -109,6 +109,20 @@ Tensor Tensor::view(const Shape& new_shape) const {
   return out;
 }
 
+Tensor Tensor::view_at(int64_t element_offset, const Shape& new_shape) const {
+  EMBER_CHECK(element_offset >= 0 && element_offset + new_shape.numel() <= numel(), "view_at: elements [",
+              element_offset, ", ", element_offset + new_shape.numel(), ") are outside ", str());
+  Tensor out = detach();
+  out.impl_->shape = new_shape;
+  out.impl_->offset += size_t(element_offset) * dtype_size(dtype());
+  return out;
+}
+
+void Tensor::set_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) {
+  EMBER_CHECK(is_leaf(), "post-accumulate-grad hooks go on leaves, not on ", str());
+  impl().post_accumulate_grad_hook = std::move(hook);
+}
+
 Tensor Tensor::view_infer(std::vector<int64_t> dims) const {
   int infer = -1;
   int64_t known = 1;

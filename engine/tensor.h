@@ -7,6 +7,7 @@
 // made a non-leaf) lives here too; see engine/autograd.h for the tape.
 #pragma once
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,10 @@ struct TensorImpl {
   bool requires_grad = false;         // set on leaves by the user
   std::shared_ptr<TensorImpl> grad;   // accumulated gradient of a leaf
   std::shared_ptr<Node> grad_fn;      // the node that produced a non-leaf
+  // Leaf only: called by backward once every path into this leaf has run
+  // and its .grad is final for this backward (data-parallel training starts
+  // sending the gradient from here; PyTorch's post-accumulate-grad hook).
+  std::function<void(const Tensor& leaf)> post_accumulate_grad_hook;
 };
 
 class Tensor {
@@ -81,6 +86,8 @@ class Tensor {
   Tensor detach() const;                 // shares storage, no autograd history
   Tensor view(const Shape& shape) const; // shares storage; one dimension may be -1 via view_infer
   Tensor view_infer(std::vector<int64_t> dims) const;
+  // Shares storage: `shape` starting element_offset elements into this tensor.
+  Tensor view_at(int64_t element_offset, const Shape& shape) const;
   void copy_from(const Tensor& src);     // same shape and dtype, any devices
   void zero_();                          // sets every byte to zero
 
@@ -91,6 +98,8 @@ class Tensor {
   const std::shared_ptr<Node>& grad_fn() const { return impl().grad_fn; }
   Tensor grad() const { return Tensor(impl().grad); }
   void set_grad(const Tensor& g) { impl_->grad = g.impl_; }
+  // See TensorImpl::post_accumulate_grad_hook (an empty function removes it).
+  void set_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook);
   // Back-propagates from this scalar (grad 1) or with an explicit gradient.
   void backward() const;
   void backward(const Tensor& grad_output) const;

@@ -29,7 +29,13 @@ class BatchNorm2d : public Module {
   Tensor forward(const Tensor& x) override;
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
   double eps, momentum;
+  // Data-parallel --sync-bn: training statistics over every rank's batch
+  // (ops::batch_norm2d_sync); null: this rank's batch only.
+  std::shared_ptr<const ops::BatchNormSync> sync;
 };
+
+// Makes every BatchNorm2d of the model synchronised (null: local again).
+void set_sync_batch_norm(Module& model, std::shared_ptr<const ops::BatchNormSync> sync);
 
 // weight: [out, in], bias: [out]
 class Linear : public Module {

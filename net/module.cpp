@@ -83,4 +83,9 @@ void Module::zero_grad() {
   for (auto& p : named_parameters()) p.tensor->set_grad(Tensor());
 }
 
+void Module::apply(const std::function<void(Module&)>& f) {
+  f(*this);
+  for (auto& [name, child] : children_) child->apply(f);
+}
+
 }  // namespace ember::net

@@ -6,6 +6,7 @@
 // Parameters carry a weight-decay flag (off for batch-norm and bias) that the
 // optimizer honours.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -55,6 +56,8 @@ class Module {
   void to(Device device);
   // Drops all gradients (PyTorch's zero_grad(set_to_none=True)).
   void zero_grad();
+  // Calls f on this module and every descendant, parents first (PyTorch's apply).
+  void apply(const std::function<void(Module&)>& f);
 
  protected:
   // Registers a member tensor as a parameter (makes it require grad).

@@ -8,6 +8,7 @@
 // Shapes follow PyTorch: images are [N, C, H, W], linear inputs [N, features].
 #pragma once
 #include <cstdint>
+#include <functional>
 
 #include "engine/autograd.h"
 #include "engine/rng.h"
@@ -55,6 +56,18 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dOpt
 // training: normalise with batch statistics and update the running ones in place.
 Tensor batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
                     Tensor& running_var, bool training, double momentum, double eps);
+
+// Synchronised batch norm (training only) for data-parallel runs: the
+// statistics and the backward's per-channel sums cover every rank's batch
+// (ops/batch_norm_sync.cpp). all_reduce_sum sums a small f64 tensor (on x's
+// device) across the ranks in place; every rank must call this op for the
+// same layers in the same order.
+struct BatchNormSync {
+  int rank = 0, world = 1;
+  std::function<void(Tensor&)> all_reduce_sum;
+};
+Tensor batch_norm2d_sync(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                         Tensor& running_var, double momentum, double eps, const BatchNormSync& sync);
 
 // Square window max pooling.   x: [N, C, H, W] -> [N, C, P, Q]
 Tensor max_pool2d(const Tensor& x, int64_t kernel, int64_t stride, int64_t padding);

@@ -9,6 +9,7 @@
 
 #include "engine/autograd.h"
 #include "net/checkpoint.h"
+#include "net/dist/data_parallel.h"
 #include "ops/kernel_profile.h"
 #include "ops/ops.h"
 
@@ -42,7 +43,7 @@ struct Interval {
 
 }  // namespace
 
-double evaluate(net::Module& model, BatchSource& source, Device device) {
+double evaluate(net::Module& model, BatchSource& source, Device device, net::dist::Comm* comm) {
   const bool was_training = model.is_training();
   model.eval();
   NoGradGuard no_grad;
@@ -54,6 +55,10 @@ double evaluate(net::Module& model, BatchSource& source, Device device) {
     total += b.size;
   }
   model.train(was_training);
+  if (comm) {
+    const auto sums = net::dist::sum_over_ranks(*comm, {double(correct), double(total)});
+    correct = int64_t(sums[0]), total = int64_t(sums[1]);
+  }
   return total ? double(correct) / double(total) : 0.0;
 }
 
@@ -72,6 +77,7 @@ FitResult fit(net::Module& model, data::BatchIterator& train, const data::ImageS
   data::BatchIterator::Options vo;
   vo.batch_size = o.eval_batch_size;
   vo.shuffle = false;
+  if (o.comm) vo.rank = o.comm->rank(), vo.world = o.comm->world_size(), vo.even_shards = false;
   data::BatchIterator val_it(*val, vo);
   IteratorSource val_source(val_it);
   return fit(model, train_source, &val_source, o);
@@ -88,6 +94,9 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
   EMBER_CHECK(o.precision == DType::f32 || o.precision == DType::f16, "--precision: fp32 or fp16, got ",
               dtype_name(o.precision));
   const bool mixed = o.precision == DType::f16;
+  net::dist::Comm* comm = o.comm && o.comm->world_size() > 1 ? o.comm : nullptr;
+  const bool rank0 = !comm || comm->rank() == 0;
+  if (comm) net::dist::broadcast_module(*comm, model);  // every rank starts from rank 0's weights
   net::SGD opt(model.named_parameters(), o.sgd, mixed ? net::convert_to_half(model) : net::Masters{});
   net::LossScaler scaler(o.loss_scaler);
   // However fit ends, the caller gets its model back in f32 (the masters).
@@ -107,6 +116,15 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
   if (mixed)
     std::fprintf(o.log, "Mixed precision: f16 weights and activations, f32 masters; loss scale %g (%s)\n",
                  scaler.scale(), scaler.dynamic() ? "dynamic" : "fixed");
+  // After the f16 conversion: the hooks go on the tensors backward will reach.
+  std::unique_ptr<net::dist::Reducer> reducer;
+  if (comm) {
+    reducer = std::make_unique<net::dist::Reducer>(*comm, model.named_parameters(), o.buckets);
+    std::fprintf(o.log, "Data-parallel: %d ranks over %s, %s%s\n", comm->world_size(), comm->backend(),
+                 reducer->describe().c_str(), o.sync_bn ? ", synchronised batch norm" : "");
+  }
+  // Sums of (samples, correct, loss) over ranks.
+  auto global = [&](std::vector<double> v) { return comm ? net::dist::sum_over_ranks(*comm, v) : v; };
   net::LrScheduleOptions so = o.schedule;
   so.base_lr = o.lr;
   so.steps_per_epoch = steps_per_epoch;
@@ -124,7 +142,7 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
     }
   }
 
-  if (!o.model_prefix.empty()) {  // fail now, not after the first epoch
+  if (!o.model_prefix.empty() && rank0) {  // fail now, not after the first epoch
     const std::filesystem::path dir = std::filesystem::path(o.model_prefix).parent_path();
     std::error_code ec;
     if (!dir.empty()) std::filesystem::create_directories(dir, ec);
@@ -150,14 +168,17 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
       const Tensor loss = ops::cross_entropy(logits, y, o.label_smoothing);  // f32 in both precisions
       opt.zero_grad();
       const double lr = schedule.lr_at(global_step);
+      if (reducer) reducer->prepare();
       if (mixed) {
         const double s = scaler.scale();
         ops::scale(loss, s).backward();
+        if (reducer) reducer->finish();  // averaged gradients: every rank takes the same decision below
         // An inf/NaN gradient (the scale was too high, or f16 overflowed
         // forward) skips the step; the scaler halves the scale.
         scaler.update(opt.step_if_finite(lr, 1.0 / s));
       } else {
         loss.backward();
+        if (reducer) reducer->finish();
         opt.step(lr);
       }
       ++global_step;
@@ -174,29 +195,31 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
       epoch_correct += correct;
       ++batch_index;
       if (batch_index % o.disp_batches == 0) {
+        const auto g = global({double(interval.samples), double(interval.correct), interval.loss_sum});
         const double dt = seconds_since(interval.start);
         std::fprintf(o.log,
                      "Epoch[%d] Batch [%lld-%lld]\tSpeed: %.2f samples/sec\taccuracy=%.6f\tcross-entropy=%.6f\t"
                      "lr=%.6g%s\n",
-                     epoch, (long long)(batch_index - interval.batches), (long long)batch_index,
-                     double(interval.samples) / dt, double(interval.correct) / double(interval.samples),
-                     interval.loss_sum / double(interval.samples), lr,
+                     epoch, (long long)(batch_index - interval.batches), (long long)batch_index, g[0] / dt,
+                     g[1] / g[0], g[2] / g[0], lr,
                      mixed ? cat("\tloss-scale=", scaler.scale(), "\tskipped=", scaler.skipped_steps()).c_str() : "");
         std::fflush(o.log);
         interval.reset();
       }
     }
-    result.train_accuracy = double(epoch_correct) / double(std::max<int64_t>(1, epoch_samples));
+    const auto epoch_totals = global({double(epoch_samples), double(epoch_correct)});
+    result.train_accuracy = epoch_totals[1] / std::max(1.0, epoch_totals[0]);
     std::fprintf(o.log, "Epoch[%d] Train-accuracy=%.6f\n", epoch, result.train_accuracy);
     std::fprintf(o.log, "Epoch[%d] Time cost=%.3f\n", epoch, seconds_since(epoch_start));
     if (mixed)
       std::fprintf(o.log, "Epoch[%d] Loss-scale=%g Skipped-steps=%lld\n", epoch, scaler.scale(),
                    (long long)scaler.skipped_steps());
+    if (comm && !o.sync_bn) net::dist::average_buffers(*comm, model);  // one model to validate and save
     if (val) {
-      result.validation_accuracy = evaluate(model, *val, o.device);
+      result.validation_accuracy = evaluate(model, *val, o.device, comm);
       std::fprintf(o.log, "Epoch[%d] Validation-accuracy=%.6f\n", epoch, result.validation_accuracy);
     }
-    if (!o.model_prefix.empty()) {
+    if (!o.model_prefix.empty() && rank0) {
       std::map<std::string, std::string> meta(o.checkpoint_metadata.begin(), o.checkpoint_metadata.end());
       meta["epoch"] = std::to_string(epoch + 1);
       if (val) meta["validation_accuracy"] = std::to_string(result.validation_accuracy);
@@ -212,10 +235,11 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
   result.steps = global_step;
   result.skipped_steps = mixed ? scaler.skipped_steps() : 0;
   result.loss_scale = mixed ? scaler.scale() : 1.0;
+  if (reducer) result.comm = reducer->stats();
   return result;
 }
 
-double benchmark(net::Module& model, const BenchmarkOptions& o) {
+BenchmarkResult benchmark(net::Module& model, const BenchmarkOptions& o) {
   EMBER_CHECK(o.batches > 0 && o.disp_batches > 0, "benchmark: need positive batch counts");
   // Fixed synthetic batch: random pixels and labels, as MXNet's --benchmark.
   Tensor images = Tensor::empty({o.batch_size, o.channels, o.height, o.width}, DType::u8);
@@ -226,36 +250,51 @@ double benchmark(net::Module& model, const BenchmarkOptions& o) {
   const Tensor x = images.to(o.device), y = labels.to(o.device);
 
   const bool mixed = o.precision == DType::f16;
+  net::dist::Comm* comm = o.comm && o.comm->world_size() > 1 ? o.comm : nullptr;
+  const int world = comm ? comm->world_size() : 1;
+  if (comm) net::dist::broadcast_module(*comm, model);
   net::SGD opt(model.named_parameters(), o.sgd, mixed ? net::convert_to_half(model) : net::Masters{});
+  std::unique_ptr<net::dist::Reducer> reducer;
+  if (comm) {
+    reducer = std::make_unique<net::dist::Reducer>(*comm, model.named_parameters(), o.buckets);
+    std::fprintf(o.log, "Data-parallel: %d ranks over %s, %s\n", world, comm->backend(), reducer->describe().c_str());
+  }
   net::LossScaler scaler;
   model.train();
   auto step = [&] {
     const Tensor loss = ops::cross_entropy(model(x), y);
     opt.zero_grad();
+    if (reducer) reducer->prepare();
     if (mixed) {
       ops::scale(loss, scaler.scale()).backward();
+      if (reducer) reducer->finish();
       scaler.update(opt.step_if_finite(o.lr, 1.0 / scaler.scale()));
     } else {
       loss.backward();
+      if (reducer) reducer->finish();
       opt.step(o.lr);
     }
     (void)loss.item();  // wait for the step to finish (a device sync on GPUs)
   };
   for (int i = 0; i < o.warmup_batches; ++i) step();
   reset_kernel_profile();  // a --profile table covers the timed steps only
+  if (reducer) reducer->reset_stats();
   std::vector<double> speeds;
   for (int done = 0; done < o.batches;) {
     const int n = std::min(o.disp_batches, o.batches - done);
     const auto t0 = Clock::now();
     for (int i = 0; i < n; ++i) step();
-    const double speed = double(n) * double(o.batch_size) / seconds_since(t0);
+    const double speed = double(n) * double(o.batch_size) * double(world) / seconds_since(t0);
     speeds.push_back(speed);
     std::fprintf(o.log, "Batch [%d-%d]\tSpeed: %.2f samples/sec\n", done, done + n, speed);
     std::fflush(o.log);
     done += n;
   }
   std::sort(speeds.begin(), speeds.end());
-  return speeds[speeds.size() / 2];
+  BenchmarkResult r;
+  r.median_speed = speeds[speeds.size() / 2];
+  if (reducer) r.comm = reducer->stats();
+  return r;
 }
 
 TestIoResult test_io(BatchSource& source, int epochs, int disp_batches, std::FILE* log) {

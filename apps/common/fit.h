@@ -9,6 +9,14 @@
 // evaluates after every epoch, and saves PREFIX-EEEE.safetensors (+ the
 // optimizer's .states file) when a model prefix is given. benchmark() times
 // training steps on synthetic data (MXNet's --benchmark 1).
+//
+// Data-parallel (FitOptions::comm with more than one rank, net/dist/): every
+// rank runs fit() on its own shard with the same options. Rank 0's weights
+// are broadcast first; gradients are averaged in buckets while backward runs
+// (net/dist/reducer.h); metrics and validation counts are summed over ranks
+// (the logged speed is the global rate); batch-norm running statistics are
+// averaged before each validation (unless --sync-bn keeps them identical);
+// only rank 0 writes checkpoints.
 #pragma once
 #include <cstdint>
 #include <cstdio>
@@ -18,6 +26,8 @@
 #include "apps/common/batch_source.h"
 #include "data/batch_iterator.h"
 #include "net/lr_schedule.h"
+#include "net/dist/comm.h"
+#include "net/dist/reducer.h"
 #include "net/mixed_precision.h"
 #include "net/module.h"
 #include "net/sgd.h"
@@ -41,6 +51,10 @@ struct FitOptions {
   // model to f16 at the start and back to f32 (the masters) at the end.
   DType precision = DType::f32;
   net::LossScalerOptions loss_scaler;  // f16 only
+  // Data-parallel: null (or a world of 1) trains alone.
+  net::dist::Comm* comm = nullptr;
+  net::dist::ReducerOptions buckets;
+  bool sync_bn = false;  // the model's batch norms are synchronised (running statistics already agree)
 };
 
 struct FitResult {
@@ -49,11 +63,13 @@ struct FitResult {
   int64_t steps = 0;                                    // optimizer steps taken or skipped
   int64_t skipped_steps = 0;                            // f16: steps skipped for inf/NaN gradients
   double loss_scale = 1.0;                              // f16: the loss scale at the end
+  net::dist::Reducer::Stats comm;                       // data-parallel: all-reduce time, hidden share
 };
 
 // Classification accuracy of model (eval mode, no grad) over one epoch of a
-// source, or over a whole in-memory set.
-double evaluate(net::Module& model, BatchSource& source, Device device);
+// source, or over a whole in-memory set. With a communicator, each rank
+// evaluates its own shard and the counts are summed over ranks.
+double evaluate(net::Module& model, BatchSource& source, Device device, net::dist::Comm* comm = nullptr);
 double evaluate(net::Module& model, const data::ImageSet& set, int64_t batch_size, Device device);
 
 // Trains; `val` may be null. With begin_epoch > 0 the caller has loaded the
@@ -75,9 +91,15 @@ struct BenchmarkOptions {
   uint64_t seed = 0;
   std::FILE* log = stdout;
   DType precision = DType::f32;  // f16: the mixed-precision step (scaled loss, finite check, masters)
+  net::dist::Comm* comm = nullptr;  // data-parallel: every rank runs the benchmark on its own batch
+  net::dist::ReducerOptions buckets;
+};
+struct BenchmarkResult {
+  double median_speed = 0;        // img/s over the timed intervals (all ranks together)
+  net::dist::Reducer::Stats comm;  // data-parallel: over the timed steps
 };
 // Median training img/s over the timed intervals of disp_batches steps.
-double benchmark(net::Module& model, const BenchmarkOptions& options);
+BenchmarkResult benchmark(net::Module& model, const BenchmarkOptions& options);
 
 // MXNet's --test-io: draws `epochs` epochs of batches from the source and
 // nothing else, printing "Epoch[e] Batch [a-b]  Speed: N samples/sec" every
