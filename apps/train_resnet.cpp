@@ -183,7 +183,7 @@ Device select_device(const Settings& s, int local_rank, std::FILE* out) {
   std::fprintf(out, "device: cuda:%d %s, --conv %s\n", index, cuda::device_name(index).c_str(), s.conv.c_str());
   return Device::cuda(index);
 #else
-  (void)out;
+  (void)out, (void)index;
   fail("--gpus: this build of ember has no CUDA (nvcc was not found when it was built)");
 #endif
 }

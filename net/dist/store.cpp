@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <map>
+#include <mutex>
 #include <set>
 #include <vector>
 
@@ -62,7 +63,8 @@ struct StoreServer::State {
   int wake_fd = -1;
   StoreIdentity self;
   double timeout_s = 0;
-  std::string error;
+  std::string error;  // written by the serving thread only, under error_mu
+  mutable std::mutex error_mu;
   struct Conn {
     UniqueFd fd;
     std::string peer;       // address it came from
@@ -108,6 +110,11 @@ StoreServer::~StoreServer() {
 
 std::string StoreServer::join() {
   if (thread_.joinable()) thread_.join();
+  return failure();
+}
+
+std::string StoreServer::failure() const {
+  std::lock_guard<std::mutex> lock(state_->error_mu);
   return state_->error;
 }
 
@@ -117,9 +124,13 @@ void StoreServer::serve() {
   const int world = st.self.world;
   auto send = [](State::Conn& c, uint8_t type, const std::string& payload) { c.out += message(type, payload); };
   // Ends the rendezvous for everyone with `why`.
+  auto set_error = [&](const std::string& why) {
+    std::lock_guard<std::mutex> lock(st.error_mu);
+    if (st.error.empty()) st.error = why;
+  };
   auto fatal = [&](const std::string& why) {
     if (!st.error.empty()) return;
-    st.error = why;
+    set_error(why);
     for (auto& c : st.conns)
       if (c->rank >= 0) send(*c, error, str(why)), c->closing = true;
   };
@@ -218,10 +229,10 @@ void StoreServer::serve() {
     fds.push_back({st.listen_fd.get(), POLLIN, 0});
     for (auto& c : st.conns) fds.push_back({c->fd.get(), short(POLLIN | (c->out.empty() ? 0 : POLLOUT)), 0});
     const int rc = ::poll(fds.data(), fds.size(), std::max(1, std::min(ms_until(deadline), 1000)));
-    if (rc < 0 && errno != EINTR) return void(st.error = cat("rendezvous: poll: ", std::strerror(errno)));
+    if (rc < 0 && errno != EINTR) return set_error(cat("rendezvous: poll: ", std::strerror(errno)));
     if (rc <= 0) continue;
     if (fds[0].revents & POLLIN) {  // the owner is going away
-      if (st.error.empty() && !all_done) st.error = "rendezvous stopped";
+      if (st.error.empty() && !all_done) set_error("rendezvous stopped");
       break;
     }
     if (fds[1].revents & POLLIN) {
@@ -293,7 +304,7 @@ void StoreServer::serve() {
 // ------------------------------------------------------------------- client
 
 StoreClient::StoreClient(const std::string& host, int port, const StoreIdentity& self, Deadline deadline)
-    : server_{host, port}, deadline_(deadline) {
+    : server_{host, port}, deadline_(deadline + std::chrono::seconds(5)) {
   try {
     fd_ = connect_tcp(host, port, deadline);
   } catch (const Error& e) {

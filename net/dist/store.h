@@ -40,6 +40,8 @@ class StoreServer {
   int port() const { return port_; }
   // Waits for the serving thread to end; returns its error ("" when every rank finished).
   std::string join();
+  // The error that ended the rendezvous so far ("" while it is going well).
+  std::string failure() const;
 
  private:
   struct State;
@@ -53,6 +55,8 @@ class StoreClient {
  public:
   // Connects to the rendezvous (retrying until the deadline, rank 0 may
   // start later) and says hello; errors name the address and the cause.
+  // Replies are awaited a few seconds past the deadline: the server's own
+  // deadline ends the rendezvous with the better message (who never came).
   StoreClient(const std::string& host, int port, const StoreIdentity& self, Deadline deadline);
   void set(const std::string& key, const std::string& value);
   std::string get(const std::string& key);  // waits until the key is set (or the deadline)

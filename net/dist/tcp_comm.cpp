@@ -57,6 +57,53 @@ UniqueFd accept_previous(int listen_fd, const TcpCommOptions& o, int expected_pr
   }
 }
 
+// The ring's two connections, through the rendezvous: publish this rank's
+// address, learn the neighbours', connect to the next, accept the previous.
+void connect_ring(const TcpCommOptions& o, const StoreIdentity& self, Deadline deadline, UniqueFd& listener,
+                  const std::string& my_addr, StoreServer* server, UniqueFd& to_next, UniqueFd& from_prev,
+                  std::string& next_addr, std::string& prev_addr) {
+  const int next = (o.rank + 1) % o.world, prev = (o.rank + o.world - 1) % o.world;
+  StoreClient store(o.master_addr, o.master_port, self, deadline);
+  store.set(rank_key(o.rank), my_addr);
+  next_addr = store.get(rank_key(next));
+  prev_addr = store.get(rank_key(prev));
+
+  // Connect to the next rank (it listens already: it published after listening) ...
+  const HostPort next_hp = parse_host_port(next_addr, "rank address");
+  try {
+    to_next = connect_tcp(next_hp.host, next_hp.port, deadline);
+  } catch (const Error& e) {
+    fail(cat("cannot connect to rank ", next, " (", next_addr, "): ", e.what(),
+             " (is that address reachable from this host? --comm-interface / EMBER_SOCKET_IFNAME chooses it)"));
+  }
+  const RingHello hello = make_ring_hello(0, o.rank, o.world, o.run_id);
+  send_exact(to_next.get(), &hello, sizeof hello, deadline);
+  // ... accept the previous one ...
+  std::string turned_away;
+  from_prev = accept_previous(listener.get(), o, prev, prev_addr, deadline, turned_away);
+  listener.reset();  // no more connections: later scanners get "connection refused"
+  // ... and check the next rank's reply.
+  RingHello reply;
+  try {
+    recv_exact(to_next.get(), &reply, sizeof reply, deadline);
+  } catch (const Error& e) {
+    fail(cat("rank ", next, " (", next_addr, ") did not answer the ring handshake: ", e.what()));
+  }
+  std::string problem = ring_hello_problem(reply);
+  if (problem.empty() && (int(reply.rank) != next || int(reply.world) != o.world || reply.role != 1 ||
+                          run_id_of(reply) != o.run_id))
+    problem = cat("it answered as rank ", reply.rank, " of ", reply.world, " in run '", run_id_of(reply), "'");
+  EMBER_CHECK(problem.empty(), "ring handshake with rank ", next, " (", next_addr, ") failed: ", problem);
+
+  tune_stream_socket(to_next.get(), o.socket_buffer_bytes);
+  tune_stream_socket(from_prev.get(), o.socket_buffer_bytes);
+  store.done();
+  if (server) {
+    const std::string error = server->join();  // every rank's ring stands
+    EMBER_CHECK(error.empty(), error);
+  }
+}
+
 // ------------------------------------------------------------------- Work
 
 class TcpWork final : public Work {
@@ -157,45 +204,20 @@ TcpComm::TcpComm(const TcpCommOptions& o) : options_(o) {
   }
   const std::string my_addr = HostPort{local, local_port(listener.get())}.str();
 
-  StoreClient store(o.master_addr, o.master_port, self, deadline);
-  store.set(rank_key(o.rank), my_addr);
-  const std::string next_addr = store.get(rank_key(next));
-  const std::string prev_addr = store.get(rank_key(prev));
-
-  // Connect to the next rank (it listens already: it published after listening) ...
-  const HostPort next_hp = parse_host_port(next_addr, "rank address");
-  UniqueFd to_next;
+  // Rank 0: when the rendezvous itself failed, its message says more than the client's.
+  auto rethrow_with_server_error = [&](const Error& e) {
+    if (server) {
+      const std::string why = server->failure();
+      if (!why.empty()) fail(why);
+    }
+    throw e;
+  };
+  UniqueFd to_next, from_prev;
+  std::string next_addr, prev_addr;
   try {
-    to_next = connect_tcp(next_hp.host, next_hp.port, deadline);
+    connect_ring(o, self, deadline, listener, my_addr, server.get(), to_next, from_prev, next_addr, prev_addr);
   } catch (const Error& e) {
-    fail(cat("cannot connect to rank ", next, " (", next_addr, "): ", e.what(),
-             " (is that address reachable from this host? --comm-interface / EMBER_SOCKET_IFNAME chooses it)"));
-  }
-  const RingHello hello = make_ring_hello(0, o.rank, o.world, o.run_id);
-  send_exact(to_next.get(), &hello, sizeof hello, deadline);
-  // ... accept the previous one ...
-  std::string turned_away;
-  UniqueFd from_prev = accept_previous(listener.get(), o, prev, prev_addr, deadline, turned_away);
-  listener.reset();  // no more connections: later scanners get "connection refused"
-  // ... and check the next rank's reply.
-  RingHello reply;
-  try {
-    recv_exact(to_next.get(), &reply, sizeof reply, deadline);
-  } catch (const Error& e) {
-    fail(cat("rank ", next, " (", next_addr, ") did not answer the ring handshake: ", e.what()));
-  }
-  std::string problem = ring_hello_problem(reply);
-  if (problem.empty() && (int(reply.rank) != next || int(reply.world) != o.world || reply.role != 1 ||
-                          run_id_of(reply) != o.run_id))
-    problem = cat("it answered as rank ", reply.rank, " of ", reply.world, " in run '", run_id_of(reply), "'");
-  EMBER_CHECK(problem.empty(), "ring handshake with rank ", next, " (", next_addr, ") failed: ", problem);
-
-  tune_stream_socket(to_next.get(), o.socket_buffer_bytes);
-  tune_stream_socket(from_prev.get(), o.socket_buffer_bytes);
-  store.done();
-  if (server) {
-    const std::string error = server->join();  // every rank's ring stands
-    EMBER_CHECK(error.empty(), error);
+    rethrow_with_server_error(e);
   }
   RingOptions ro;
   ro.timeout_s = o.timeout_s;
