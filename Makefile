@@ -15,6 +15,7 @@
 # Toggles (Darknet style):  CUDA=0|1  (default: 1 when nvcc is on the PATH)
 #                           CUDA_ARCH="80 90"   SM numbers for nvcc
 #                           CUDNN=0|1 (default: 1 when cudnn.h is found)
+#                           NCCL=0|1  (default: 1 when nccl.h is found; --kv-store nccl)
 #                           SIM=0|1   (default: 1 when cuda_runtime.h is found)
 #                           DEBUG=1   -O0 -g
 #                           SANITIZE=1  AddressSanitizer + UBSan (use another BUILD=)
@@ -34,6 +35,9 @@ CUDNN_H   := $(firstword $(wildcard $(CUDA_HOME)/include/cudnn.h /usr/include/cu
 NCCL_H    := $(firstword $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h))
 ifeq ($(origin CUDNN),undefined)
   CUDNN := $(if $(and $(filter 1,$(CUDA)),$(CUDNN_H)),1,0)
+endif
+ifeq ($(origin NCCL),undefined)
+  NCCL := $(if $(and $(filter 1,$(CUDA)),$(NCCL_H)),1,0)
 endif
 ifeq ($(origin SIM),undefined)
   SIM := $(if $(CUDA_RUNTIME_H),1,0)
@@ -69,6 +73,11 @@ ifeq ($(CUDA),1)
     NVCCFLAGS   += -DEMBER_CUDNN=1
     CUDA_LDLIBS += -lcudnn -lcublas
   endif
+  ifeq ($(NCCL),1)
+    NVCCFLAGS   += -DEMBER_NCCL=1
+    CPPFLAGS    += -DEMBER_NCCL=1
+    CUDA_LDLIBS += -lnccl
+  endif
 endif
 # The emulator: the same .cu files through g++, against CUDA's headers.
 SIMFLAGS := -x c++ -DEMBER_CUDASIM=1 -I$(CUDA_HOME)/include
@@ -77,6 +86,7 @@ SIMFLAGS := -x c++ -DEMBER_CUDASIM=1 -I$(CUDA_HOME)/include
 CORE_SRC  := $(wildcard engine/*.cpp ops/*.cpp ops/cpu/*.cpp net/*.cpp net/dist/*.cpp data/*.cpp)
 CU_SRC    := $(wildcard cuda/*.cu cuda/kernels/*.cu)
 CUDNN_SRC := $(if $(filter 1,$(CUDNN)),$(wildcard cuda/cudnn/*.cu))
+NCCL_SRC  := $(if $(filter 1,$(NCCL)),$(wildcard cuda/nccl/*.cu))
 SIMRT_SRC := $(wildcard cuda/sim/*.cpp cuda/sim/*.S)
 APP_COMMON_SRC := $(wildcard apps/common/*.cpp)
 APP_MAINS := $(wildcard apps/*.cpp)
@@ -108,7 +118,7 @@ info:
 	@echo "  nvcc : $(if $(NVCC_PATH),$(NVCC_PATH) ($(shell $(NVCC_PATH) --version 2>/dev/null | grep -o 'release [0-9.]*')),not found)"
 	@echo "  CUDA : $(if $(filter 1,$(CUDA)),building cuda/ for sm $(CUDA_ARCH),off (CPU-only build))"
 	@echo "  cuDNN: $(if $(CUDNN_H),$(CUDNN_H)$(if $(filter 1,$(CUDNN)),, (not used)),not found)"
-	@echo "  NCCL : $(if $(NCCL_H),$(NCCL_H),not found)"
+	@echo "  NCCL : $(if $(NCCL_H),$(NCCL_H)$(if $(filter 1,$(NCCL)),, (not used)),not found)"
 	@echo "  sim  : $(if $(filter 1,$(SIM)),CUDA emulator (cuda/sim) for the kernel tests,off (no cuda_runtime.h))"
 
 # Debian packages the build, the tests and `make train` need; installed only when absent.
@@ -149,7 +159,7 @@ $(CORE_LIB): $(call obj,$(CORE_SRC))
 	@rm -f $@
 	ar rcs $@ $^
 
-$(CUDA_LIB): $(call obj,$(CU_SRC) $(CUDNN_SRC))
+$(CUDA_LIB): $(call obj,$(CU_SRC) $(CUDNN_SRC) $(NCCL_SRC))
 	@rm -f $@
 	ar rcs $@ $^
 

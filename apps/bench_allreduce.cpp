@@ -3,6 +3,8 @@
 //
 //   build/bench_allreduce --nproc 4 --sizes 1,16,256            # four ranks on loopback
 //   RANK=i WORLD_SIZE=P MASTER_ADDR=h0 build/bench_allreduce    # one rank per host
+//   build/bench_allreduce --gpus 0,1,2,3                         # NCCL, one rank per GPU
+//   build/bench_allreduce --gpus 0,1 --kv-store tcp              # the TCP ring staging GPU buffers
 //
 // For each buffer size (MiB) every rank fills its buffer, all-reduces it
 // --warmup times, then --iters times each after a barrier; rank 0 prints the
@@ -18,10 +20,16 @@
 #include <sstream>
 #include <vector>
 
+#if defined(EMBER_CUDA)
+#include "cuda/cuda_device.h"
+#endif
+
 #include "apps/common/distributed.h"
 #include "apps/common/flags.h"
+#include "apps/common/nccl_factory.h"
 #include "engine/error.h"
 #include "engine/half.h"
+#include "net/dist/data_parallel.h"
 #include "engine/tensor.h"
 
 namespace {
@@ -35,6 +43,7 @@ struct Settings {
   int iters = 10;
   int warmup = 2;
   std::string op = "sum";
+  std::string gpus;
   apps::DistSettings dist;
 };
 
@@ -61,6 +70,7 @@ int run(int argc, char** argv) {
   f.add("iters", &s.iters, "timed all-reduces per size (the median is printed)");
   f.add("warmup", &s.warmup, "untimed all-reduces per size first");
   f.add("op", &s.op, "sum or average");
+  f.add("gpus", &s.gpus, "GPUs, one rank each (e.g. 0,1,2,3): buffers on the GPU, NCCL by default");
   apps::declare_dist_flags(f, s.dist);
   if (!f.parse(argc, argv)) return 0;
   apps::validate_dist_settings(s.dist);
@@ -68,38 +78,58 @@ int run(int argc, char** argv) {
   EMBER_CHECK(s.op == "sum" || s.op == "average", "--op: sum or average");
   EMBER_CHECK(s.iters > 0 && s.warmup >= 0, "--iters must be positive, --warmup >= 0");
   const std::vector<double> sizes = parse_sizes(s.sizes);
-  if (apps::should_launch_workers(s.dist, 0)) return apps::run_local_workers(s.dist.nproc, s.dist, argc, argv);
+  const int gpus = s.gpus.empty() ? 0 : int(std::count(s.gpus.begin(), s.gpus.end(), ',') + 1);
+  if (apps::should_launch_workers(s.dist, gpus))
+    return apps::run_local_workers(apps::workers_to_launch(s.dist, gpus), s.dist, argc, argv);
 
-  const apps::DistRun run = apps::start_distributed(s.dist, false, 0);
+  Device device = Device::cpu();
+  apps::NcclFactory nccl;
+  if (gpus > 0) {
+#if defined(EMBER_CUDA)
+    const net::dist::LaunchEnv env = net::dist::detect_launch_env({s.dist.master_addr, s.dist.master_port, s.dist.run_id});
+    std::vector<int> list;
+    std::stringstream ss(s.gpus);
+    for (std::string item; std::getline(ss, item, ',');) list.push_back(std::stoi(item));
+    EMBER_CHECK(env.local_rank < int(list.size()), "--gpus ", s.gpus, " has no device for local rank ", env.local_rank);
+    cuda::init(list[size_t(env.local_rank)]);
+    device = Device::cuda(list[size_t(env.local_rank)]);
+#if defined(EMBER_NCCL)
+    nccl = apps::nccl_comm_factory();
+#endif
+#else
+    fail("--gpus: this build of ember has no CUDA");
+#endif
+  }
+  const apps::DistRun run = apps::start_distributed(s.dist, !device.is_cpu(), device.index, nccl);
   net::dist::Comm& comm = *run.comm;
   const int P = comm.world_size(), r = comm.rank();
   const DType dt = s.dtype == "f16" ? DType::f16 : DType::f32;
   const net::dist::ReduceOp op = s.op == "sum" ? net::dist::ReduceOp::sum : net::dist::ReduceOp::average;
   std::FILE* out = run.log;
-  std::fprintf(out, "# ember all-reduce: %s, %d ranks, %s, %s, segment %d KiB\n", comm.backend(), P, s.dtype.c_str(),
-               s.op.c_str(), s.dist.segment_kb);
+  std::fprintf(out, "# ember all-reduce: %s, %d ranks, %s, %s, segment %d KiB, buffers on %s\n", comm.backend(), P,
+               s.dtype.c_str(), s.op.c_str(), s.dist.segment_kb, device.str().c_str());
   std::fprintf(out, "#        bytes    ms(med)  algbw GB/s  busbw GB/s\n");
   std::fflush(out);
   for (const double mib : sizes) {
     const int64_t bytes = int64_t(mib * double(1 << 20));
     const int64_t n = std::max<int64_t>(1, bytes / int64_t(dtype_size(dt)));
-    Tensor buf = Tensor::empty({n}, dt);
     // Rank r holds r + 1 everywhere: the sum is P(P+1)/2, exact in f16 for P <= 90.
-    auto fill = [&] { for (int64_t i = 0; i < n; ++i) {
-        if (dt == DType::f32) buf.data<float>()[i] = float(r + 1);
-        else buf.data<f16>()[i] = f16{float_to_half(float(r + 1))};
-      } };
-    fill();
-    net::dist::all_reduce_now(comm, buf, op, "benchmark buffer");
+    Tensor buf = Tensor::full({n}, double(r + 1), dt, device);
+    // Done when the host can see it (NCCL's wait only orders the GPU's stream).
+    auto reduce = [&] {
+      net::dist::all_reduce_tensor(comm, buf, op, "benchmark buffer");
+      if (!device.is_cpu()) (void)buf.view_at(0, Shape{1}).item();
+    };
+    reduce();
     const double expect = op == net::dist::ReduceOp::sum ? double(P) * (P + 1) / 2 : double(P + 1) / 2;
-    const double got = dt == DType::f32 ? double(buf.data<float>()[n - 1]) : double(half_to_float(buf.data<f16>()[n - 1].bits));
+    const double got = buf.view_at(n - 1, Shape{1}).item();
     EMBER_CHECK(std::abs(got - expect) <= 1e-3 * expect, "all-reduce of ", mib, " MiB gave ", got, ", expected ", expect);
-    for (int i = 0; i < s.warmup; ++i) net::dist::all_reduce_now(comm, buf, op, "benchmark buffer");
+    for (int i = 0; i < s.warmup; ++i) reduce();
     std::vector<double> times;
     for (int i = 0; i < s.iters; ++i) {
       comm.barrier("benchmark barrier");
       const auto t0 = Clock::now();
-      net::dist::all_reduce_now(comm, buf, op, "benchmark buffer");
+      reduce();
       times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     }
     std::sort(times.begin(), times.end());

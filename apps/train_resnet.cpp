@@ -26,6 +26,7 @@
 #include "apps/common/distributed.h"
 #include "apps/common/fit.h"
 #include "apps/common/flags.h"
+#include "apps/common/nccl_factory.h"
 #include "data/fashion_mnist.h"
 #include "data/image_loader.h"
 #include "data/record_file.h"

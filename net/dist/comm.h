@@ -35,8 +35,8 @@ class Comm {
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
   virtual const char* backend() const = 0;  // "tcp", "nccl"
-  // True when buffers must be CPU tensors (TCP); false: device tensors (NCCL).
-  virtual bool host_buffers() const = 0;
+  // Where buffers must live: the CPU (TCP) or this rank's GPU (NCCL).
+  virtual Device buffer_device() const = 0;
 
   // In place across ranks; `what` names the buffer in errors ("gradient bucket 3").
   // The collective keeps a reference to the tensor's storage until it is

@@ -6,10 +6,8 @@
 namespace ember::net::dist {
 namespace {
 
-// The tensor the communicator works on: t itself, or a host copy of it.
-Tensor comm_buffer(Comm& comm, const Tensor& t) {
-  return comm.host_buffers() && !t.device().is_cpu() ? t.to(Device::cpu()) : t;
-}
+// The tensor the communicator works on: t itself, or a copy where the communicator needs it.
+Tensor comm_buffer(Comm& comm, const Tensor& t) { return t.to(comm.buffer_device()); }
 
 }  // namespace
 
@@ -41,7 +39,7 @@ void average_buffers(Comm& comm, Module& model) {
 std::vector<double> sum_over_ranks(Comm& comm, const std::vector<double>& values) {
   if (comm.world_size() == 1) return values;
   Tensor t = Tensor::from_vector(values, Shape{int64_t(values.size())}, DType::f64);
-  all_reduce_now(comm, t, ReduceOp::sum, "metrics");
+  all_reduce_tensor(comm, t, ReduceOp::sum, "metrics");
   return t.to_double_vector();
 }
 

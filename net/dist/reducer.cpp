@@ -59,7 +59,7 @@ Reducer::Reducer(Comm& comm, const std::vector<NamedParameter>& params, const Re
   for (size_t i = 0; i < slots_.size(); ++i) buckets_[size_t(slots_[i].bucket)].slots.push_back(int(i));
   for (Bucket& b : buckets_) {
     b.flat = Tensor::zeros({b.numel}, b.dtype, b.device);
-    if (comm.host_buffers() && !b.device.is_cpu()) b.host = Tensor::zeros({b.numel}, b.dtype, Device::cpu());
+    if (comm.buffer_device() != b.device) b.host = Tensor::zeros({b.numel}, b.dtype, comm.buffer_device());
   }
   for (size_t i = 0; i < slots_.size(); ++i)
     slots_[i].param->set_post_accumulate_grad_hook([this, i](const Tensor&) { on_gradient(int(i)); });

@@ -14,8 +14,8 @@
 // left, treating parameters that got no gradient as zero, and waits: the
 // optimizer then reads averaged gradients, identical on every rank.
 //
-// With a host-memory Comm (TCP) and GPU gradients, each bucket is staged
-// through a host copy.
+// Where the Comm's buffers live elsewhere (TCP with GPU gradients), each
+// bucket is staged through a copy there.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -74,7 +74,7 @@ class Reducer {
     int64_t numel = 0;
     std::vector<int> slots;
     Tensor flat;   // on the parameters' device
-    Tensor host;   // staging copy for a host-memory Comm with device gradients
+    Tensor host;   // staging copy where the Comm's buffers live elsewhere (TCP with GPU gradients)
     int pending = 0;
     bool launched = false;
     std::shared_ptr<Work> work;

@@ -151,7 +151,7 @@ class TcpComm final : public Comm {
   int rank() const override { return options_.rank; }
   int world_size() const override { return options_.world; }
   const char* backend() const override { return "tcp"; }
-  bool host_buffers() const override { return true; }
+  Device buffer_device() const override { return Device::cpu(); }
   std::shared_ptr<Work> all_reduce(const Tensor& t, ReduceOp op, const std::string& what) override;
   std::shared_ptr<Work> broadcast(const Tensor& t, int root, const std::string& what) override;
   void barrier(const std::string& what) override;
