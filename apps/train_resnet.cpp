@@ -144,7 +144,7 @@ void declare(apps::Flags& f, Settings& s) {
   f.add("model-prefix", &s.model_prefix, "save PREFIX-EEEE.safetensors after every epoch (empty: do not save)");
   f.add("load-epoch", &s.load_epoch, "resume from PREFIX-EEEE.safetensors of this epoch (0: start fresh)");
   f.add("seed", &s.seed, "seed of initialisation, shuffling and augmentation");
-  f.add("threads", &s.threads, "CPU threads (0: all cores)");
+  f.add("threads", &s.threads, "CPU threads (0: all cores, shared out among the ranks on this host)");
   f.add("benchmark", &s.benchmark, "1: time training steps on synthetic data and print img/s only");
   f.add("image-shape", &s.image_shape, "input C,H,W: record data's output (default 3,224,224), or the benchmark's");
   f.add("num-batches", &s.num_batches, "benchmark: timed batches (after 3 warm-up batches)");
@@ -409,8 +409,9 @@ int run(int argc, char** argv) {
   if (apps::should_launch_workers(s.dist, gpu_count))
     return apps::run_local_workers(apps::workers_to_launch(s.dist, gpu_count), s.dist, argc, argv);
 
-  set_num_threads(s.threads > 0 ? s.threads : int(std::thread::hardware_concurrency()));
   const net::dist::LaunchEnv env = net::dist::detect_launch_env({s.dist.master_addr, s.dist.master_port, s.dist.run_id});
+  // Ranks on one host share its cores (torchrun would set OMP_NUM_THREADS).
+  set_num_threads(s.threads > 0 ? s.threads : std::max(1, int(std::thread::hardware_concurrency()) / env.local_world));
   std::FILE* out = apps::rank_log(env.rank);
   const Device device = s.test_io ? Device::cpu() : select_device(s, env.local_rank, out);
   apps::NcclFactory nccl;

@@ -6,7 +6,8 @@
 #
 #   scripts/cluster_allreduce.sh [--ranks 2,4,8] [--rates 1gbit,10gbit] [--sizes 1,4,16,64,256]
 #       [--impl ember|gloo|both] [--iters 10] [--dtype f32] [--timeout 600] [--burst B]
-#       [--out results.md]
+#       [--ember-args "--comm-segment-kb 256"] [--out results.md]
+#   EMBER_BENCH=path/to/bench_allreduce overrides build/bench_allreduce.
 #
 # For each rate (1gbit, 10gbit, ... or none = unthrottled veths) and rank count P:
 # `netns_cluster.sh up P --rate R`, rank i started in host i with RANK=i
@@ -34,7 +35,7 @@ prefix=ember-ar          # netns_cluster prefix: namespaces ember-ar-h0.., ember
 master_port=29500
 
 ranks=2,4,8 rates=1gbit,10gbit sizes=1,4,16,64,256 impl=both iters=10 dtype=f32
-run_timeout=600 out="" burst_opt=()
+run_timeout=600 out="" burst_opt=() ember_args=
 
 die() { echo "cluster_allreduce: $*" >&2; exit 1; }
 usage() { sed -n '7,9p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
@@ -50,6 +51,7 @@ while (( $# )); do
     --timeout) run_timeout=${2:?}; shift 2 ;;
     --out) out=${2:?}; shift 2 ;;
     --burst) burst_opt=(--burst "${2:?}"); shift 2 ;;
+    --ember-args) ember_args=${2:?}; shift 2 ;;
     -h|--help) usage ;;
     *) echo "cluster_allreduce: unknown argument '$1'" >&2; usage ;;
   esac
@@ -59,7 +61,8 @@ done
 # EMBER_CMD: ember's all-reduce benchmark. It reads RANK WORLD_SIZE MASTER_ADDR
 # MASTER_PORT and EMBER_SOCKET_IFNAME and prints the table with a first line
 # "# ember all-reduce: ...". Edit here if its flags change.
-EMBER_CMD=("$here/build/bench_allreduce" --sizes "$sizes" --iters "$iters")
+# shellcheck disable=SC2206  # --ember-args is split into words on purpose
+EMBER_CMD=("${EMBER_BENCH:-$here/build/bench_allreduce}" --sizes "$sizes" --iters "$iters" --dtype "$dtype" $ember_args)
 # (--dtype is passed to gloo only; add it here once ember's benchmark takes it.)
 # GLOO_CMD: the torch.distributed/gloo reference (Debian's python3-torch).
 GLOO_CMD=(/usr/bin/python3 "$here/scripts/bench_allreduce_gloo.py" --sizes "$sizes" --iters "$iters" --dtype "$dtype")

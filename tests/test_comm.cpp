@@ -348,12 +348,13 @@ TEST_CASE("comm: who is who comes from torchrun, Open MPI or SLURM variables, fl
     CHECK(!e.distributed());
   }
   {
-    const LaunchEnv e = detect_launch_env({}, env_of({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"},
+    const LaunchEnv e = detect_launch_env({}, env_of({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
                                                       {"MASTER_ADDR", "node7"}, {"MASTER_PORT", "1234"},
                                                       {"TORCHELASTIC_RUN_ID", "job9"}}));
     CHECK(e.rank == 3);
     CHECK(e.world == 4);
     CHECK(e.local_rank == 1);
+    CHECK(e.local_world == 2);
     CHECK(e.master_addr == "node7");
     CHECK(e.master_port == 1234);
     CHECK(e.run_id == "job9");
@@ -371,13 +372,14 @@ TEST_CASE("comm: who is who comes from torchrun, Open MPI or SLURM variables, fl
   }
   {
     const LaunchEnv e = detect_launch_env({}, env_of({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"},
-                                                      {"SLURM_JOB_NODELIST", "gpu[07-09,12],cpu1"},
+                                                      {"SLURM_JOB_NODELIST", "gpu[07-09,12],cpu1"}, {"SLURM_NTASKS_PER_NODE", "2(x4)"},
                                                       {"SLURM_JOB_ID", "4242"}, {"SLURM_STEP_ID", "0"}}));
     CHECK(e.source == "SLURM");
     CHECK(e.rank == 5);
     CHECK(e.world == 8);
     CHECK(e.local_rank == 1);
     CHECK(e.master_addr == "gpu07");
+    CHECK(e.local_world == 2);
     CHECK(e.run_id == "slurm-4242.0");
   }
   CHECK_ERROR_HAS(detect_launch_env({}, env_of({{"RANK", "0"}})), "WORLD_SIZE is missing");

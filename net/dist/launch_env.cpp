@@ -1,6 +1,7 @@
 // net/dist/launch_env.cpp — rank, world and master from launcher variables (net/dist/launch_env.h).
 #include "net/dist/launch_env.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "engine/error.h"
@@ -90,17 +91,24 @@ LaunchEnv detect_launch_env(const LaunchFlags& flags, const GetEnv& getenv_fn) {
     e.source = "RANK/WORLD_SIZE (torchrun-style)";
     rank_var = "RANK", world_var = "WORLD_SIZE";
     e.local_rank = has("LOCAL_RANK") ? int_var("LOCAL_RANK", get("LOCAL_RANK")) : -1;
+    if (has("LOCAL_WORLD_SIZE")) e.local_world = int_var("LOCAL_WORLD_SIZE", get("LOCAL_WORLD_SIZE"));
     if (has("TORCHELASTIC_RUN_ID")) e.run_id = get("TORCHELASTIC_RUN_ID");
   } else if (has("OMPI_COMM_WORLD_RANK") && has("OMPI_COMM_WORLD_SIZE")) {
     e.source = "Open MPI";
     rank_var = "OMPI_COMM_WORLD_RANK", world_var = "OMPI_COMM_WORLD_SIZE";
     e.local_rank = has("OMPI_COMM_WORLD_LOCAL_RANK") ? int_var("OMPI_COMM_WORLD_LOCAL_RANK", get("OMPI_COMM_WORLD_LOCAL_RANK")) : -1;
+    if (has("OMPI_COMM_WORLD_LOCAL_SIZE"))
+      e.local_world = int_var("OMPI_COMM_WORLD_LOCAL_SIZE", get("OMPI_COMM_WORLD_LOCAL_SIZE"));
     if (has("OMPI_MCA_ess_base_jobid")) e.run_id = cat("ompi-", get("OMPI_MCA_ess_base_jobid"));
     else if (has("PMIX_NAMESPACE")) e.run_id = get("PMIX_NAMESPACE");
   } else if (has("SLURM_PROCID") && has("SLURM_NTASKS")) {
     e.source = "SLURM";
     rank_var = "SLURM_PROCID", world_var = has("SLURM_STEP_NUM_TASKS") ? "SLURM_STEP_NUM_TASKS" : "SLURM_NTASKS";
     e.local_rank = has("SLURM_LOCALID") ? int_var("SLURM_LOCALID", get("SLURM_LOCALID")) : -1;
+    if (has("SLURM_NTASKS_PER_NODE")) {  // "4" or "4(x2)": the leading count
+      const std::string v = get("SLURM_NTASKS_PER_NODE");
+      e.local_world = int_var("SLURM_NTASKS_PER_NODE", v.substr(0, v.find('(')).c_str());
+    }
     if (has("SLURM_JOB_ID")) e.run_id = cat("slurm-", get("SLURM_JOB_ID"), has("SLURM_STEP_ID") ? "." : "",
                                             has("SLURM_STEP_ID") ? get("SLURM_STEP_ID") : "");
     const char* list = has("SLURM_JOB_NODELIST") ? get("SLURM_JOB_NODELIST") : (has("SLURM_NODELIST") ? get("SLURM_NODELIST") : nullptr);
@@ -116,6 +124,7 @@ LaunchEnv detect_launch_env(const LaunchFlags& flags, const GetEnv& getenv_fn) {
     EMBER_CHECK(e.world >= 1, world_var, " must be at least 1, got ", e.world);
     EMBER_CHECK(e.rank < e.world, rank_var, "=", e.rank, " is not a rank of ", world_var, "=", e.world);
     if (e.local_rank < 0) e.local_rank = e.rank;
+    e.local_world = std::max(1, std::min(e.local_world, e.world));
   }
   // The master: flag > MASTER_ADDR > the launcher's (SLURM's first host).
   bool master_known = e.source == "SLURM" && e.master_addr != "127.0.0.1";

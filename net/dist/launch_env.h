@@ -26,6 +26,7 @@ struct LaunchFlags {
 
 struct LaunchEnv {
   int rank = 0, world = 1, local_rank = 0;
+  int local_world = 1;  // ranks on this host (LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE, SLURM_NTASKS_PER_NODE)
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string run_id = "ember";
