@@ -122,7 +122,7 @@ info:
 	@echo "  sim  : $(if $(filter 1,$(SIM)),CUDA emulator (cuda/sim) for the kernel tests,off (no cuda_runtime.h))"
 
 # Debian packages the build, the tests and `make train` need; installed only when absent.
-DEB_PACKAGES := libstb-dev doctest-dev zlib1g-dev dataset-fashion-mnist
+DEB_PACKAGES := libstb-dev doctest-dev zlib1g-dev dataset-fashion-mnist openmpi-bin iproute2
 deps:
 	@missing=""; for p in $(DEB_PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \

@@ -139,6 +139,10 @@ void StoreServer::serve() {
   auto handle = [&](State::Conn& c, uint8_t type, const std::string& payload) {
     Cursor in{payload};
     if (c.rank < 0 && type != hello) return void(c.closing = true);  // not speaking the protocol
+    if (!st.error.empty()) {  // the rendezvous has failed: every message gets the reason
+      send(c, error, str(st.error));
+      return void(c.closing = true);
+    }
     switch (type) {
       case hello: {
         const uint32_t version = in.u32(), rank = in.u32(), w = in.u32();
@@ -210,7 +214,11 @@ void StoreServer::serve() {
     const bool all_done = int(st.done.size()) == world;
     bool flushing = false;
     for (auto& c : st.conns) flushing = flushing || !c->out.empty();
-    if ((all_done || !st.error.empty()) && !flushing) break;
+    if (all_done && !flushing) break;
+    // After a fatal error the server stays up until its deadline (or its
+    // owner stops it), answering every hello with the error: a rank that
+    // connects late (rank 0's own client, too) learns it at once.
+    if (!st.error.empty() && Clock::now() >= deadline && !flushing) break;
     if (st.error.empty() && Clock::now() >= deadline) {
       std::string missing, unfinished;
       for (int r = 0; r < world; ++r) {
