@@ -258,6 +258,19 @@ TEST_CASE("crc32c: known vectors, continuation, empty input") {
     const uint32_t first = crc32c(data.data(), split);
     CHECK(crc32c(data.data() + split, data.size() - split, first) == whole);
   }
+  // The hardware path (three interleaved streams, joined by zero-shift
+  // tables) against the table-only one: every length up to past the
+  // 3 x 8 KiB blocks, at odd offsets, and continued from a non-zero CRC.
+  const Bytes big = pseudo_random_bytes(3 * 8192 * 2 + 3 * 256 + 77, 11);
+  for (size_t len : {size_t(0), size_t(7), size_t(767), size_t(768), size_t(769), size_t(24575), size_t(24576),
+                     size_t(24577), size_t(3 * 8192 + 3 * 256 + 9), big.size() - 3})
+    for (size_t off : {size_t(0), size_t(1), size_t(3)}) {
+      CAPTURE(len);
+      CAPTURE(off);
+      CHECK(crc32c(big.data() + off, len) == crc32c_portable(big.data() + off, len));
+      CHECK(crc32c(big.data() + off, len, 0x12345678u) == crc32c_portable(big.data() + off, len, 0x12345678u));
+    }
+  CHECK(crc32c_portable("123456789", 9) == 0xE3069283u);
   // One flipped bit anywhere changes it.
   Bytes changed = data;
   changed[50] ^= 0x10;
