@@ -33,7 +33,7 @@ struct DistSettings {
   double comm_timeout = 300;     // --comm-timeout, seconds
   bool sync_bn = false;          // --sync-bn
   double bucket_size_mb = 25;    // --bucket-size-mb
-  int segment_kb = 512;          // --comm-segment-kb
+  int segment_kb = 1024;         // --comm-segment-kb
 };
 void declare_dist_flags(Flags& flags, DistSettings& s);
 void validate_dist_settings(const DistSettings& s);

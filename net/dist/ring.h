@@ -43,7 +43,7 @@ namespace ember::net::dist {
 
 struct RingOptions {
   double timeout_s = 300;              // --comm-timeout
-  size_t segment_bytes = 512 << 10;    // pipelining granularity
+  size_t segment_bytes = 1 << 20;      // pipelining granularity
 };
 
 // Who a neighbour is, for messages.

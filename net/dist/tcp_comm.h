@@ -31,7 +31,7 @@ struct TcpCommOptions {
   std::string interface;                  // --comm-interface / EMBER_SOCKET_IFNAME
   int comm_port = 0;                      // --comm-port (0: ephemeral)
   double timeout_s = 300;                 // --comm-timeout
-  size_t segment_bytes = 512 << 10;       // ring pipelining segment
+  size_t segment_bytes = 1 << 20;         // ring pipelining segment (measured: docs/DECISIONS.md)
   int socket_buffer_bytes = 4 << 20;      // SO_SNDBUF/SO_RCVBUF where the system allows
 };
 
