@@ -8,12 +8,18 @@
 #   scripts/cluster_train.sh [--ranks 1,2,4] [--rate 1gbit] [--runs 3] [--out FILE] -- TRAIN_ARGS...
 #   scripts/cluster_train.sh --ranks 1,2 --rate 1gbit -- --num-layers 50 --image-shape 3,112,112 --batch-size 8 --threads 1
 #
-# For each rank count P (1 = a single process, no cluster) and run: rank 0's
-# "Median speed" (img/s, all ranks together), its per-rank share, the
-# all-reduce time per step, the part of it the optimizer waited for
-# (exposed) and the hidden share, from the lines train_resnet prints. A
-# markdown table goes to stdout (and is appended to --out). TRAIN_ARGS must
-# include --benchmark-style flags only (the script adds --benchmark 1).
+# For each rank count P (1 = a single process, no cluster) and run:
+#  * compute only: P independent single processes at once (no communication,
+#    the same share of the CPU each as a rank gets), their img/s per process;
+#  * data-parallel: rank 0's "Median speed" (img/s, all ranks together), its
+#    per-rank share, the all-reduce time per step as the communication thread
+#    saw it (including waits for slower ranks), the part the optimizer waited
+#    for (exposed) and the hidden share, from the lines train_resnet prints;
+#  * the step time of each, per rank (batch / img/s per rank), and their
+#    difference: what communication added to the step.
+# A markdown table goes to stdout (and is appended to --out). TRAIN_ARGS are
+# train_resnet's benchmark flags and must include --batch-size (the script
+# adds --benchmark 1).
 # EMBER_TRAIN=path overrides build/train_resnet.
 set -euo pipefail
 
@@ -52,8 +58,12 @@ summarise() {
   echo "${speed:-?} ${comm:--} ${exposed:--} ${hidden:--}"
 }
 
-table="| rate | ranks | run | img/s (all ranks) | img/s per rank | all-reduce ms/step | exposed ms/step | hidden |
-| --- | --- | --- | --- | --- | --- | --- | --- |"
+batch=""
+for (( i = 0; i < ${#args[@]}; ++i )); do [[ ${args[$i]} == --batch-size ]] && batch=${args[$((i + 1))]}; done
+[[ -n $batch ]] || die "give --batch-size among train_resnet's flags"
+
+table="| rate | ranks | run | compute-only img/s per process | data-parallel img/s (all ranks) | img/s per rank | step ms compute-only | step ms data-parallel | added ms | all-reduce ms/step | exposed ms/step | hidden |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 IFS=, read -r -a rank_list <<<"$ranks"
 for P in "${rank_list[@]}"; do
   if (( P > 1 )); then
@@ -61,6 +71,15 @@ for P in "${rank_list[@]}"; do
     bash "$ncl" up "$P" --rate "$rate" --prefix "$prefix" >/dev/null || die "netns_cluster.sh up $P failed"
   fi
   for (( run = 1; run <= runs; ++run )); do
+    # Compute only: P single processes side by side.
+    pids=()
+    for (( r = 0; r < P; ++r )); do
+      timeout 1800 "$train" --benchmark 1 "${args[@]}" >"$logs/c$P-$run-r$r.log" 2>&1 &
+      pids+=($!)
+    done
+    for pid in "${pids[@]}"; do wait "$pid" || die "a compute-only run failed: see $logs/c$P-$run-r*.log"; done
+    compute=$(for (( r = 0; r < P; ++r )); do summarise "$logs/c$P-$run-r$r.log" | cut -d' ' -f1; done | sort -g |
+              awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
     pids=()
     if (( P == 1 )); then
       timeout 1800 "$train" --benchmark 1 "${args[@]}" >"$logs/p1-$run-r0.log" 2>&1 || die "single run failed: $logs/p1-$run-r0.log"
@@ -76,7 +95,9 @@ for P in "${rank_list[@]}"; do
     fi
     read -r speed comm exposed hidden < <(summarise "$logs/p$P-$run-r0.log")
     per_rank=$(awk -v s="$speed" -v p="$P" 'BEGIN { printf "%.2f", s / p }')
-    row="| $( ((P > 1)) && echo "$rate" || echo "-") | $P | $run | $speed | $per_rank | $comm | $exposed | ${hidden}$([[ $hidden == - ]] || echo %) |"
+    read -r step_c step_dp added < <(awk -v c="$compute" -v s="$per_rank" -v b="$batch" \
+      'BEGIN { printf "%.0f %.0f %.0f\n", 1e3 * b / c, 1e3 * b / s, 1e3 * b / s - 1e3 * b / c }')
+    row="| $( ((P > 1)) && echo "$rate" || echo "-") | $P | $run | $compute | $speed | $per_rank | $step_c | $step_dp | $added | $comm | $exposed | ${hidden}$([[ $hidden == - ]] || echo %) |"
     echo "$row" >&2
     table+=$'\n'"$row"
   done

@@ -408,6 +408,21 @@ TEST_CASE("comm: SLURM host lists expand as scontrol show hostnames does") {
 
 TEST_CASE("comm: the local address follows --comm-interface (NCCL_SOCKET_IFNAME syntax) or the route") {
   CHECK(choose_local_address("", "127.0.0.1") == "127.0.0.1");
+  CHECK(choose_local_address("", "localhost") == "127.0.0.1");
+  // This host's own name may resolve to loopback (Debian: 127.0.1.1): the rank publishes a real address then.
+  std::string own;
+  try {
+    own = choose_local_address("", this_host_name());
+  } catch (const Error& e) {
+    MESSAGE("this host's name does not resolve here: " << e.what());
+  }
+  std::string first_real;  // the first interface that is not loopback, if there is one
+  try {
+    first_real = choose_local_address("^lo", "127.0.0.1");
+  } catch (const Error&) {
+  }
+  if (!own.empty() && !first_real.empty())
+    CHECK_MESSAGE(own.rfind("127.", 0) != 0, "named by its host name, this host published loopback " << own);
   CHECK(choose_local_address("lo", "127.0.0.1") == "127.0.0.1");
   CHECK(choose_local_address("=lo", "127.0.0.1") == "127.0.0.1");
   CHECK_ERROR_HAS(choose_local_address("=nonexistent0", "127.0.0.1"), "no network interface matches '=nonexistent0'");

@@ -67,6 +67,13 @@ TEST_CASE("data-parallel: buckets follow reverse registration order, the first o
   CHECK(r.bucket_count() == 3);
   CHECK(testing::contains(r.describe(), "f32: 0.14, 4.00, 0.06 MiB"));
 
+  // The first bucket is never larger than --bucket-size-mb: with 100 KiB
+  // buckets c.weight (128 KiB) and b.weight stand alone.
+  ReducerOptions small;
+  small.bucket_bytes = 100 << 10;
+  Reducer rs(*comm, m.named_parameters(), small);
+  CHECK(testing::contains(rs.describe(), "f32: 0.00, 0.12, 0.02, 4.00, 0.06 MiB"));
+
   // f16 parameters get buckets of their own.
   net::Masters masters = net::convert_to_half(m);
   m.a.bias = Tensor::zeros({256});  // keep one f32 parameter among f16 ones

@@ -27,7 +27,7 @@ Reducer::Reducer(Comm& comm, const std::vector<NamedParameter>& params, const Re
       Bucket& b = buckets_[size_t(it->second)];
       const bool first_of_dtype = std::none_of(buckets_.begin(), buckets_.begin() + it->second,
                                                [&](const Bucket& o2) { return o2.dtype == dt; });
-      const size_t cap = first_of_dtype ? o.first_bucket_bytes : o.bucket_bytes;
+      const size_t cap = first_of_dtype ? std::min(o.first_bucket_bytes, o.bucket_bytes) : o.bucket_bytes;
       if (b.device != t->device() || (b.numel > 0 && size_t(b.numel) * dtype_size(dt) + bytes > cap)) open.erase(it);
     }
     if (!open.count(dt)) {

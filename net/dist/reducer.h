@@ -30,7 +30,7 @@ namespace ember::net::dist {
 
 struct ReducerOptions {
   size_t bucket_bytes = 25u << 20;       // --bucket-size-mb (DDP's bucket_cap_mb)
-  size_t first_bucket_bytes = 1u << 20;  // DDP's first bucket
+  size_t first_bucket_bytes = 1u << 20;  // DDP's first bucket (never more than bucket_bytes)
 };
 
 class Reducer {

@@ -311,6 +311,27 @@ std::string choose_local_address(const std::string& spec, const std::string& mas
               errno_text(errno));
   char host[INET_ADDRSTRLEN];
   inet_ntop(AF_INET, &local.sin_addr, host, sizeof host);
+  // A host name that resolves to loopback on its own host (Debian maps the
+  // host's name to 127.0.1.1) would make rank 0 publish 127.0.0.1 to ranks on
+  // other hosts: unless the master was named as loopback itself, publish the
+  // first non-loopback address instead (reachable from this host too).
+  const bool named_loopback = master_host == "localhost" || master_host.rfind("127.", 0) == 0;
+  if ((ntohl(local.sin_addr.s_addr) >> 24) == 127 && !named_loopback) {
+    ifaddrs* list = nullptr;
+    if (::getifaddrs(&list) == 0) {
+      std::string found;
+      for (ifaddrs* a = list; a && found.empty(); a = a->ifa_next) {
+        if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET || !(a->ifa_flags & IFF_UP) ||
+            (a->ifa_flags & IFF_LOOPBACK))
+          continue;
+        char other[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, other, sizeof other);
+        found = other;
+      }
+      freeifaddrs(list);
+      if (!found.empty()) return found;
+    }
+  }
   return host;
 }
 

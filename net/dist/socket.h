@@ -61,8 +61,10 @@ void tune_stream_socket(int fd, int buffer_bytes);
 //  * spec non-empty (--comm-interface / EMBER_SOCKET_IFNAME): the first
 //    interface matching it, NCCL_SOCKET_IFNAME's syntax: "eth0,ib" prefixes,
 //    "=eth0" exact names, "^docker,lo" excluded prefixes;
-//  * otherwise the address the kernel would route from toward master_host
-//    (127.0.0.1 when that is this host's loopback).
+//  * otherwise the address the kernel would route from toward master_host;
+//    when that is loopback but the master was named by a host name (Debian
+//    maps a host's own name to 127.0.1.1), the first non-loopback address,
+//    so ranks on other hosts can reach it.
 std::string choose_local_address(const std::string& spec, const std::string& master_host);
 
 // The host name of this machine (for messages).
