@@ -93,9 +93,10 @@ APP_MAINS := $(wildcard apps/*.cpp)
 APPS      := $(patsubst apps/%.cpp,$(BUILD)/%,$(APP_MAINS))
 TEST_SRC  := $(wildcard tests/*.cpp)
 TEST_CUDA_SRC := $(wildcard tests/cuda/*.cpp)
-# The data suite alone, for the sanitizer run (record files are untrusted input).
+# The data and communication suites alone, for the sanitizer run (record
+# files and bytes from the network are untrusted input).
 TEST_DATA_SRC := tests/test_main.cpp tests/kernel_coverage.cpp tests/test_records.cpp tests/test_image.cpp \
-                 tests/test_im2rec.cpp tests/test_image_loader.cpp
+                 tests/test_im2rec.cpp tests/test_image_loader.cpp tests/test_comm.cpp
 TEST_SIM_SRC  := tests/test_main.cpp tests/kernel_coverage.cpp tests/op_harness.cpp tests/test_ops.cpp \
                  $(TEST_CUDA_SRC) $(wildcard tests/sim/*.cpp)
 
