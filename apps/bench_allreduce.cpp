@@ -78,7 +78,8 @@ int run(int argc, char** argv) {
   EMBER_CHECK(s.op == "sum" || s.op == "average", "--op: sum or average");
   EMBER_CHECK(s.iters > 0 && s.warmup >= 0, "--iters must be positive, --warmup >= 0");
   const std::vector<double> sizes = parse_sizes(s.sizes);
-  const int gpus = s.gpus.empty() ? 0 : int(std::count(s.gpus.begin(), s.gpus.end(), ',') + 1);
+  const std::vector<int> gpu_list = s.gpus.empty() ? std::vector<int>{} : apps::parse_gpu_list(s.gpus);
+  const int gpus = int(gpu_list.size());
   if (apps::should_launch_workers(s.dist, gpus))
     return apps::run_local_workers(apps::workers_to_launch(s.dist, gpus), s.dist, argc, argv);
 
@@ -87,12 +88,9 @@ int run(int argc, char** argv) {
   if (gpus > 0) {
 #if defined(EMBER_CUDA)
     const net::dist::LaunchEnv env = net::dist::detect_launch_env({s.dist.master_addr, s.dist.master_port, s.dist.run_id});
-    std::vector<int> list;
-    std::stringstream ss(s.gpus);
-    for (std::string item; std::getline(ss, item, ',');) list.push_back(std::stoi(item));
-    EMBER_CHECK(env.local_rank < int(list.size()), "--gpus ", s.gpus, " has no device for local rank ", env.local_rank);
-    cuda::init(list[size_t(env.local_rank)]);
-    device = Device::cuda(list[size_t(env.local_rank)]);
+    EMBER_CHECK(env.local_rank < gpus, "--gpus ", s.gpus, " has no device for local rank ", env.local_rank);
+    cuda::init(gpu_list[size_t(env.local_rank)]);
+    device = Device::cuda(gpu_list[size_t(env.local_rank)]);
 #if defined(EMBER_NCCL)
     nccl = apps::nccl_comm_factory();
 #endif

@@ -156,25 +156,10 @@ void declare(apps::Flags& f, Settings& s) {
   apps::declare_dist_flags(f, s.dist);
 }
 
-// "0,1,3" -> {0, 1, 3}
-std::vector<int> parse_gpus(const std::string& text) {
-  std::vector<int> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    char* end = nullptr;
-    const long v = std::strtol(item.c_str(), &end, 10);
-    EMBER_CHECK(!item.empty() && *end == '\0' && v >= 0 && v < 1024, "--gpus '", text,
-                "': give device indices, e.g. 0 or 0,1,2,3");
-    out.push_back(int(v));
-  }
-  return out;
-}
-
 // The device to train on: the CPU, or this worker's GPU of --gpus (CUDA set up).
 Device select_device(const Settings& s, int local_rank, std::FILE* out) {
   if (s.gpus.empty()) return Device::cpu();
-  const std::vector<int> gpus = parse_gpus(s.gpus);
+  const std::vector<int> gpus = apps::parse_gpu_list(s.gpus);
   EMBER_CHECK(local_rank < int(gpus.size()), "--gpus ", s.gpus, " lists ", gpus.size(),
               " devices but this is local rank ", local_rank, ": list one GPU per worker on this host");
   const int index = gpus[size_t(local_rank)];
@@ -405,7 +390,7 @@ int run(int argc, char** argv) {
   declare(flags, s);
   if (!flags.parse(argc, argv)) return 0;
   validate(s);
-  const int gpu_count = s.gpus.empty() ? 0 : int(parse_gpus(s.gpus).size());
+  const int gpu_count = s.gpus.empty() ? 0 : int(apps::parse_gpu_list(s.gpus).size());
   if (apps::should_launch_workers(s.dist, gpu_count))
     return apps::run_local_workers(apps::workers_to_launch(s.dist, gpu_count), s.dist, argc, argv);
 

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <sstream>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -71,6 +72,20 @@ void validate_dist_settings(const DistSettings& s) {
   EMBER_CHECK(s.master_port >= 0 && s.master_port < 65536, "--master-port must be 0-65535");
   EMBER_CHECK(s.bucket_size_mb > 0, "--bucket-size-mb must be positive");
   EMBER_CHECK(s.segment_kb >= 4 && s.segment_kb <= (1 << 20), "--comm-segment-kb must be 4 to 1048576");
+}
+
+std::vector<int> parse_gpu_list(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    EMBER_CHECK(!item.empty() && *end == '\0' && v >= 0 && v < 1024, "--gpus '", text,
+                "': give device indices, e.g. 0 or 0,1,2,3");
+    out.push_back(int(v));
+  }
+  return out;
 }
 
 int workers_to_launch(const DistSettings& s, int gpus) { return s.nproc > 0 ? s.nproc : gpus; }

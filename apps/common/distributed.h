@@ -38,6 +38,9 @@ struct DistSettings {
 void declare_dist_flags(Flags& flags, DistSettings& s);
 void validate_dist_settings(const DistSettings& s);
 
+// "0,1,3" -> {0, 1, 3} (--gpus); errors name the flag.
+std::vector<int> parse_gpu_list(const std::string& text);
+
 // Fork+exec this program `workers` times with RANK/WORLD_SIZE/LOCAL_RANK/
 // MASTER_ADDR/MASTER_PORT/EMBER_RUN_ID set (a free port unless
 // --master-port), forward SIGINT/SIGTERM to them, and wait. When one fails,
