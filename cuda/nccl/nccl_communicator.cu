@@ -131,32 +131,36 @@ NcclCommunicator::~NcclCommunicator() {
   if (impl_->stream) cudaStreamDestroy(impl_->stream);
 }
 
+namespace {
+// Queues one NCCL call on the communication stream after the compute stream's work, between timing events.
+template <typename Call>
+std::shared_ptr<NcclPending> queue_after(NcclCommunicator::Impl& m, void* compute_stream, const char* what, Call call) {
+  std::lock_guard<std::mutex> lock(m.mu);
+  EMBER_CHECK(!m.aborted, "nccl: the communicator was aborted");
+  auto p = std::make_shared<Pending>();
+  CUDA_CHECK(cudaEventRecord(m.ready, static_cast<cudaStream_t>(compute_stream)));
+  CUDA_CHECK(cudaStreamWaitEvent(m.stream, m.ready, 0));
+  CUDA_CHECK(cudaEventRecord(p->start_, m.stream));
+  call();
+  m.settle(what);
+  CUDA_CHECK(cudaEventRecord(p->stop_, m.stream));
+  return p;
+}
+}  // namespace
+
 std::shared_ptr<NcclPending> NcclCommunicator::all_reduce(void* data, size_t count, DType dt, bool average,
                                                           void* compute_stream) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  EMBER_CHECK(!impl_->aborted, "nccl: the communicator was aborted");
-  auto p = std::make_shared<Pending>();
-  CUDA_CHECK(cudaEventRecord(impl_->ready, static_cast<cudaStream_t>(compute_stream)));
-  CUDA_CHECK(cudaStreamWaitEvent(impl_->stream, impl_->ready, 0));
-  CUDA_CHECK(cudaEventRecord(p->start_, impl_->stream));
-  NCCL_CHECK(ncclAllReduce(data, data, count, nccl_type(dt), average ? ncclAvg : ncclSum, impl_->comm, impl_->stream));
-  impl_->settle("all_reduce");
-  CUDA_CHECK(cudaEventRecord(p->stop_, impl_->stream));
-  return p;
+  Impl& m = *impl_;
+  return queue_after(m, compute_stream, "all_reduce", [&] {
+    NCCL_CHECK(ncclAllReduce(data, data, count, nccl_type(dt), average ? ncclAvg : ncclSum, m.comm, m.stream));
+  });
 }
 
 std::shared_ptr<NcclPending> NcclCommunicator::broadcast(void* data, size_t count, DType dt, int root,
                                                          void* compute_stream) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  EMBER_CHECK(!impl_->aborted, "nccl: the communicator was aborted");
-  auto p = std::make_shared<Pending>();
-  CUDA_CHECK(cudaEventRecord(impl_->ready, static_cast<cudaStream_t>(compute_stream)));
-  CUDA_CHECK(cudaStreamWaitEvent(impl_->stream, impl_->ready, 0));
-  CUDA_CHECK(cudaEventRecord(p->start_, impl_->stream));
-  NCCL_CHECK(ncclBroadcast(data, data, count, nccl_type(dt), root, impl_->comm, impl_->stream));
-  impl_->settle("broadcast");
-  CUDA_CHECK(cudaEventRecord(p->stop_, impl_->stream));
-  return p;
+  Impl& m = *impl_;
+  return queue_after(m, compute_stream, "broadcast",
+                     [&] { NCCL_CHECK(ncclBroadcast(data, data, count, nccl_type(dt), root, m.comm, m.stream)); });
 }
 
 std::string NcclCommunicator::async_error() {

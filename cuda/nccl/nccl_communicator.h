@@ -52,8 +52,9 @@ class NcclCommunicator {
   // Aborts every collective in flight (other ranks see this rank gone).
   void abort();
 
+  struct Impl;  // the NCCL communicator, its stream and events (nccl_communicator.cu)
+
  private:
-  struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
