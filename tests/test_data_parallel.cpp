@@ -5,7 +5,7 @@
 //
 //  * the reducer's buckets (reverse order, small first bucket, one dtype
 //    each) and that .grad ends as the average of the ranks' gradients;
-//  * 2 and 4 ranks training a ResNet on real Fashion-MNIST images end with
+//  * 2 and 4 ranks training ResNet-20 on real Fashion-MNIST images end with
 //    the same weights as one rank with the whole batch: batch norm in eval
 //    mode (per-sample, so sharding changes nothing) and synchronised batch
 //    norm in training mode (ops::batch_norm2d_sync);
@@ -118,7 +118,7 @@ TEST_CASE("data-parallel: after backward every rank holds the average of the ran
 
 namespace {
 
-// ResNet-8 in f64 on 32 real Fashion-MNIST images: `steps` SGD steps with
+// ResNet-20 in f64 on 32 real Fashion-MNIST images: `steps` SGD steps with
 // the whole batch on one rank, or with rank r's shard (r, r+P, ...) on P.
 const data::ImageSet& images() {
   static const data::ImageSet set = data::subset(data::load_fashion_mnist(data::kFashionMnistDir, true), 0, 32);
@@ -127,7 +127,7 @@ const data::ImageSet& images() {
 
 net::ResNetConfig tiny_resnet() {
   net::ResNetConfig cfg;
-  cfg.num_layers = 8;
+  cfg.num_layers = 20;
   cfg.dtype = DType::f64;
   cfg.input_norm.channels = 1;
   cfg.input_norm.mean[0] = 0.286f;
