@@ -580,7 +580,7 @@ TEST_CASE("dist process: one rank per emulated host (network namespaces): all-re
       for (const auto& r : ranks) CHECK_MESSAGE(r->exit_code() == 0, r->describe());
       const std::string out = ranks[0]->out();
       MESSAGE("2 hosts, train_resnet in " << ranks[0]->run_seconds() << " s");
-      CHECK_MESSAGE(contains(out, cat("data-parallel: 2 ranks (RANK/WORLD_SIZE (torchrun-style)), rendezvous ", master)),
+      CHECK_MESSAGE(contains(out, cat("data-parallel: 2 ranks (torchrun-style RANK/WORLD_SIZE), rendezvous ", master)),
                     out);
       CHECK_MESSAGE(contains(out, "Finished 1 epochs"), out);
     }

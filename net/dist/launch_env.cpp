@@ -88,7 +88,7 @@ LaunchEnv detect_launch_env(const LaunchFlags& flags, const GetEnv& getenv_fn) {
   if (has("RANK") || has("WORLD_SIZE")) {
     EMBER_CHECK(has("RANK") && has("WORLD_SIZE"), "torchrun-style launch: RANK and WORLD_SIZE must both be set (",
                 has("RANK") ? "WORLD_SIZE" : "RANK", " is missing)");
-    e.source = "RANK/WORLD_SIZE (torchrun-style)";
+    e.source = "torchrun-style RANK/WORLD_SIZE";
     rank_var = "RANK", world_var = "WORLD_SIZE";
     e.local_rank = has("LOCAL_RANK") ? int_var("LOCAL_RANK", get("LOCAL_RANK")) : -1;
     if (has("LOCAL_WORLD_SIZE")) e.local_world = int_var("LOCAL_WORLD_SIZE", get("LOCAL_WORLD_SIZE"));
