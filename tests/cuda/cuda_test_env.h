@@ -13,6 +13,7 @@
 
 #include "cuda/cuda_device.h"
 #include "engine/tensor.h"
+#include "net/resnet.h"
 #include "ops/kernels.h"
 #include "tests/kernel_coverage.h"
 
@@ -49,5 +50,19 @@ inline Tensor to_cuda(const std::vector<double>& values, const Shape& shape, DTy
   return Tensor::from_vector(values, shape, dt, Device::cuda(0));
 }
 inline std::vector<double> to_host(const Tensor& t) { return t.to_double_vector(); }
+
+// ResNet-8 on 1x10x10 images, 5 classes: small enough for the emulator.
+inline net::ResNetConfig tiny_resnet_config(DType dt) {
+  net::ResNetConfig c;
+  c.num_layers = 8;
+  c.num_classes = 5;
+  c.in_channels = 1;
+  c.image_size = 10;
+  c.dtype = dt;
+  c.input_norm.channels = 1;
+  c.input_norm.mean[0] = 0.3f;
+  c.input_norm.inv_std[0] = 3.0f;
+  return c;
+}
 
 }  // namespace ember::testing

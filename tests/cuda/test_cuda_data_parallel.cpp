@@ -22,19 +22,6 @@ namespace {
 
 using namespace ember;
 
-net::ResNetConfig tiny(DType dt) {
-  net::ResNetConfig c;
-  c.num_layers = 8;
-  c.num_classes = 5;
-  c.in_channels = 1;
-  c.image_size = 10;
-  c.dtype = dt;
-  c.input_norm.channels = 1;
-  c.input_norm.mean[0] = 0.3f;
-  c.input_norm.inv_std[0] = 3.0f;
-  return c;
-}
-
 // Images i = first, first + step, ... of a fixed batch of 8.
 std::pair<Tensor, Tensor> images(int first, int step) {
   const int64_t n = (8 - first + step - 1) / step;
@@ -51,7 +38,7 @@ std::pair<Tensor, Tensor> images(int first, int step) {
 // Two SGD steps; with a communicator, rank r takes images r, r + 2, ... and batch norm is synchronised.
 std::vector<std::vector<double>> train(net::dist::Comm* comm, Device device) {
   Generator gen(13);
-  net::ResNet model(tiny(DType::f64), gen);
+  net::ResNet model(testing::tiny_resnet_config(DType::f64), gen);
   model.to(device);
   if (comm) net::set_sync_batch_norm(model, net::dist::make_batch_norm_sync(*comm));
   net::SGD opt(model.named_parameters(), {0.9, 1e-3, true});

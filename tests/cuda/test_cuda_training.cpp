@@ -16,19 +16,6 @@ namespace {
 
 using namespace ember;
 
-net::ResNetConfig tiny_config(DType dt) {
-  net::ResNetConfig c;
-  c.num_layers = 8;
-  c.num_classes = 5;
-  c.in_channels = 1;
-  c.image_size = 10;
-  c.dtype = dt;
-  c.input_norm.channels = 1;
-  c.input_norm.mean[0] = 0.3f;
-  c.input_norm.inv_std[0] = 3.0f;
-  return c;
-}
-
 // A fixed batch of uint8 images and labels on the host.
 std::pair<Tensor, Tensor> batch(int64_t n) {
   Tensor x = Tensor::empty({n, 1, 10, 10}, DType::u8), y = Tensor::empty({n}, DType::i64);
@@ -41,7 +28,7 @@ std::pair<Tensor, Tensor> batch(int64_t n) {
 // Two SGD steps (Nesterov, weight decay, label smoothing) on `device`.
 std::vector<std::vector<double>> train_two_steps(Device device, DType dt) {
   Generator gen(11);
-  net::ResNet model(tiny_config(dt), gen);
+  net::ResNet model(testing::tiny_resnet_config(dt), gen);
   model.to(device);
   net::SGD opt(model.named_parameters(), {0.9, 5e-4, true});
   auto [x, y] = batch(6);
@@ -86,7 +73,7 @@ TEST_CASE("cuda training: fit() and evaluate() on the device") {
     for (int p = 0; p < 100; ++p) set.pixels.push_back(uint8_t(label * 50 + (rng.next_u32() % 20)));  // separable
   }
   Generator gen(1);
-  net::ResNet model(tiny_config(DType::f32), gen);
+  net::ResNet model(testing::tiny_resnet_config(DType::f32), gen);
   model.to(Device::cuda(0));
   data::BatchIterator::Options io;
   io.batch_size = 16;
@@ -106,7 +93,7 @@ TEST_CASE("cuda training: fit() and evaluate() on the device") {
 TEST_CASE("cuda training: after the first step the caching allocator serves every allocation") {
   if (!testing::cuda_available()) return;
   Generator gen(2);
-  net::ResNet model(tiny_config(DType::f32), gen);
+  net::ResNet model(testing::tiny_resnet_config(DType::f32), gen);
   model.to(Device::cuda(0));
   net::SGD opt(model.named_parameters(), {0.9, 5e-4, false});
   auto [x, y] = batch(8);
