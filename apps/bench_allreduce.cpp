@@ -43,23 +43,9 @@ struct Settings {
   int iters = 10;
   int warmup = 2;
   std::string op = "sum";
-  std::string gpus;
+  std::vector<int> gpus;
   apps::DistSettings dist;
 };
-
-std::vector<double> parse_sizes(const std::string& text) {
-  std::vector<double> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    char* end = nullptr;
-    const double v = std::strtod(item.c_str(), &end);
-    EMBER_CHECK(!item.empty() && *end == '\0' && v > 0 && v <= 4096, "--sizes: '", text,
-                "' is not a list of sizes in MiB (0 < size <= 4096)");
-    out.push_back(v);
-  }
-  return out;
-}
 
 int run(int argc, char** argv) {
   Settings s;
@@ -77,20 +63,21 @@ int run(int argc, char** argv) {
   EMBER_CHECK(s.dtype == "f32" || s.dtype == "f16", "--dtype: f32 or f16");
   EMBER_CHECK(s.op == "sum" || s.op == "average", "--op: sum or average");
   EMBER_CHECK(s.iters > 0 && s.warmup >= 0, "--iters must be positive, --warmup >= 0");
-  const std::vector<double> sizes = parse_sizes(s.sizes);
-  const std::vector<int> gpu_list = s.gpus.empty() ? std::vector<int>{} : apps::parse_gpu_list(s.gpus);
-  const int gpus = int(gpu_list.size());
+  const std::vector<double> sizes = apps::parse_number_list(s.sizes, "sizes");
+  for (double v : sizes) EMBER_CHECK(v > 0 && v <= 4096, "--sizes: ", v, " MiB is not in (0, 4096]");
+  for (int g : s.gpus) EMBER_CHECK(g >= 0, "--gpus: device indices are >= 0, got ", g);
+  const int gpus = int(s.gpus.size());
   if (apps::should_launch_workers(s.dist, gpus))
-    return apps::run_local_workers(apps::workers_to_launch(s.dist, gpus), s.dist, argc, argv);
+    return apps::run_local_workers(apps::workers_to_launch(s.dist, gpus), s.dist, argv);
 
+  const net::dist::LaunchEnv env = apps::launch_env(s.dist);
   Device device = Device::cpu();
   apps::NcclFactory nccl;
   if (gpus > 0) {
 #if defined(EMBER_CUDA)
-    const net::dist::LaunchEnv env = net::dist::detect_launch_env({s.dist.master_addr, s.dist.master_port, s.dist.run_id});
-    EMBER_CHECK(env.local_rank < gpus, "--gpus ", s.gpus, " has no device for local rank ", env.local_rank);
-    cuda::init(gpu_list[size_t(env.local_rank)]);
-    device = Device::cuda(gpu_list[size_t(env.local_rank)]);
+    EMBER_CHECK(env.local_rank < gpus, "--gpus lists no device for local rank ", env.local_rank);
+    cuda::init(s.gpus[size_t(env.local_rank)]);
+    device = Device::cuda(s.gpus[size_t(env.local_rank)]);
 #if defined(EMBER_NCCL)
     nccl = apps::nccl_comm_factory();
 #endif
@@ -98,7 +85,7 @@ int run(int argc, char** argv) {
     fail("--gpus: this build of ember has no CUDA");
 #endif
   }
-  const apps::DistRun run = apps::start_distributed(s.dist, !device.is_cpu(), device.index, nccl);
+  const apps::DistRun run = apps::start_distributed(s.dist, env, !device.is_cpu(), device.index, nccl);
   net::dist::Comm& comm = *run.comm;
   const int P = comm.world_size(), r = comm.rank();
   const DType dt = s.dtype == "f16" ? DType::f16 : DType::f32;

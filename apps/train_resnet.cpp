@@ -90,7 +90,7 @@ struct Settings {
   int num_batches = 30;
   bool profile = false;
   // devices
-  std::string gpus;
+  std::vector<int> gpus;  // one worker per listed GPU
   std::string conv = "cudnn";
   bool cudnn_benchmark = false;
   apps::DistSettings dist;
@@ -159,8 +159,8 @@ void declare(apps::Flags& f, Settings& s) {
 // The device to train on: the CPU, or this worker's GPU of --gpus (CUDA set up).
 Device select_device(const Settings& s, int local_rank, std::FILE* out) {
   if (s.gpus.empty()) return Device::cpu();
-  const std::vector<int> gpus = apps::parse_gpu_list(s.gpus);
-  EMBER_CHECK(local_rank < int(gpus.size()), "--gpus ", s.gpus, " lists ", gpus.size(),
+  const std::vector<int>& gpus = s.gpus;
+  EMBER_CHECK(local_rank < int(gpus.size()), "--gpus lists ", gpus.size(),
               " devices but this is local rank ", local_rank, ": list one GPU per worker on this host");
   const int index = gpus[size_t(local_rank)];
 #if defined(EMBER_CUDA)
@@ -211,27 +211,14 @@ void validate(const Settings& s) {
               "--min-random-area/--max-random-area must satisfy 0 < min <= max <= 1");
   EMBER_CHECK(s.min_random_aspect_ratio > 0 && s.min_random_aspect_ratio <= s.max_random_aspect_ratio,
               "--min-random-aspect-ratio/--max-random-aspect-ratio must satisfy 0 < min <= max");
+  for (int g : s.gpus) EMBER_CHECK(g >= 0, "--gpus: device indices are >= 0, got ", g);
   apps::validate_dist_settings(s.dist);
-}
-
-// "a,b,c" -> numbers; errors name the flag.
-std::vector<double> parse_numbers(const std::string& text, const char* flag) {
-  std::vector<double> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    char* end = nullptr;
-    const double v = std::strtod(item.c_str(), &end);
-    EMBER_CHECK(!item.empty() && *end == '\0', "--", flag, ": '", text, "' is not a comma-separated list of numbers");
-    out.push_back(v);
-  }
-  return out;
 }
 
 // The model's input normalisation: --rgb-mean/--rgb-std (0-255) or defaults.
 ChannelNorm make_norm(const Settings& s, int channels, std::vector<double> mean, std::vector<double> std) {
-  if (!s.rgb_mean.empty()) mean = parse_numbers(s.rgb_mean, "rgb-mean");
-  if (!s.rgb_std.empty()) std = parse_numbers(s.rgb_std, "rgb-std");
+  if (!s.rgb_mean.empty()) mean = apps::parse_number_list(s.rgb_mean, "rgb-mean");
+  if (!s.rgb_std.empty()) std = apps::parse_number_list(s.rgb_std, "rgb-std");
   EMBER_CHECK(int(mean.size()) == channels && int(std.size()) == channels, "--rgb-mean/--rgb-std need ", channels,
               " values (one per channel), got ", mean.size(), " and ", std.size());
   ChannelNorm n;
@@ -390,11 +377,11 @@ int run(int argc, char** argv) {
   declare(flags, s);
   if (!flags.parse(argc, argv)) return 0;
   validate(s);
-  const int gpu_count = s.gpus.empty() ? 0 : int(apps::parse_gpu_list(s.gpus).size());
+  const int gpu_count = int(s.gpus.size());
   if (apps::should_launch_workers(s.dist, gpu_count))
-    return apps::run_local_workers(apps::workers_to_launch(s.dist, gpu_count), s.dist, argc, argv);
+    return apps::run_local_workers(apps::workers_to_launch(s.dist, gpu_count), s.dist, argv);
 
-  const net::dist::LaunchEnv env = net::dist::detect_launch_env({s.dist.master_addr, s.dist.master_port, s.dist.run_id});
+  const net::dist::LaunchEnv env = apps::launch_env(s.dist);
   // Ranks on one host share its cores (torchrun would set OMP_NUM_THREADS).
   set_num_threads(s.threads > 0 ? s.threads : std::max(1, int(std::thread::hardware_concurrency()) / env.local_world));
   std::FILE* out = apps::rank_log(env.rank);
@@ -405,7 +392,7 @@ int run(int argc, char** argv) {
 #endif
   // --test-io runs this rank's shard of the loader alone: no communicator.
   const apps::DistRun dist = s.test_io ? apps::DistRun{env, nullptr, {}, out}
-                                       : apps::start_distributed(s.dist, !device.is_cpu(), device.index, nccl);
+                                       : apps::start_distributed(s.dist, env, !device.is_cpu(), device.index, nccl);
   out = dist.log;
   std::fprintf(out, "Start training with: %s\n", flags.settings().c_str());
   std::fprintf(out, "threads=%d\n", num_threads());

@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
-#include <sstream>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -74,27 +73,13 @@ void validate_dist_settings(const DistSettings& s) {
   EMBER_CHECK(s.segment_kb >= 4 && s.segment_kb <= (1 << 20), "--comm-segment-kb must be 4 to 1048576");
 }
 
-std::vector<int> parse_gpu_list(const std::string& text) {
-  std::vector<int> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    char* end = nullptr;
-    const long v = std::strtol(item.c_str(), &end, 10);
-    EMBER_CHECK(!item.empty() && *end == '\0' && v >= 0 && v < 1024, "--gpus '", text,
-                "': give device indices, e.g. 0 or 0,1,2,3");
-    out.push_back(int(v));
-  }
-  return out;
-}
-
 int workers_to_launch(const DistSettings& s, int gpus) { return s.nproc > 0 ? s.nproc : gpus; }
 
 bool should_launch_workers(const DistSettings& s, int gpus) {
   return workers_to_launch(s, gpus) > 1 && !launcher_env_present();
 }
 
-int run_local_workers(int workers, const DistSettings& s, int /*argc*/, char** argv) {
+int run_local_workers(int workers, const DistSettings& s, char** argv) {
   const int port = s.master_port > 0 ? s.master_port : free_port();
   const std::string run_id = !s.run_id.empty() ? s.run_id
                              : std::getenv("EMBER_RUN_ID") ? std::getenv("EMBER_RUN_ID")
@@ -166,9 +151,14 @@ int run_local_workers(int workers, const DistSettings& s, int /*argc*/, char** a
   return status_out;
 }
 
-DistRun start_distributed(const DistSettings& s, bool gpu, int device, const NcclFactory& nccl_factory) {
+net::dist::LaunchEnv launch_env(const DistSettings& s) {
+  return net::dist::detect_launch_env({s.master_addr, s.master_port, s.run_id});
+}
+
+DistRun start_distributed(const DistSettings& s, const net::dist::LaunchEnv& env, bool gpu, int device,
+                          const NcclFactory& nccl_factory) {
   DistRun run;
-  run.env = net::dist::detect_launch_env({s.master_addr, s.master_port, s.run_id});
+  run.env = env;
   run.buckets.bucket_bytes = size_t(s.bucket_size_mb * double(1 << 20));
   g_rank = run.env.world > 1 ? run.env.rank : -1;
   const std::string kv = !s.kv_store.empty() ? s.kv_store : (gpu ? "nccl" : "tcp");

@@ -38,15 +38,12 @@ struct DistSettings {
 void declare_dist_flags(Flags& flags, DistSettings& s);
 void validate_dist_settings(const DistSettings& s);
 
-// "0,1,3" -> {0, 1, 3} (--gpus); errors name the flag.
-std::vector<int> parse_gpu_list(const std::string& text);
-
 // Fork+exec this program `workers` times with RANK/WORLD_SIZE/LOCAL_RANK/
 // MASTER_ADDR/MASTER_PORT/EMBER_RUN_ID set (a free port unless
 // --master-port), forward SIGINT/SIGTERM to them, and wait. When one fails,
 // the others get --comm-timeout + 10 s to notice and exit before they are
 // killed. Returns the exit status for main (the first failure's).
-int run_local_workers(int workers, const DistSettings& s, int argc, char** argv);
+int run_local_workers(int workers, const DistSettings& s, char** argv);
 
 // True when this process must start local workers instead of training:
 // --nproc N > 1 (or `gpus` > 1 devices) and no launcher variables set.
@@ -66,7 +63,10 @@ struct DistRun {
 };
 // The communicator outlives the caller's stack, so that an exception on its
 // way to main() can still tell the other ranks why this one stops.
-DistRun start_distributed(const DistSettings& s, bool gpu, int device, const NcclFactory& nccl_factory = nullptr);
+DistRun start_distributed(const DistSettings& s, const net::dist::LaunchEnv& env, bool gpu, int device,
+                          const NcclFactory& nccl_factory = nullptr);
+// Who this process is: the launcher's variables, overridden by the flags.
+net::dist::LaunchEnv launch_env(const DistSettings& s);
 // Orderly end of the run: closes the communicator (its neighbours see a goodbye).
 void finish_distributed();
 

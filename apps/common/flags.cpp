@@ -46,6 +46,16 @@ double parse_double(const std::string& flag, const std::string& text) {
 
 }  // namespace
 
+std::vector<double> parse_number_list(const std::string& text, const char* flag) {
+  std::vector<double> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    out.push_back(parse_double(flag, item));
+  EMBER_CHECK(!out.empty(), "--", flag, ": '", text, "' is not a comma-separated list of numbers");
+  return out;
+}
+
 Flags::Flags(std::string program, std::string summary) : program_(std::move(program)), summary_(std::move(summary)) {}
 
 void Flags::group(const std::string& title) { current_group_ = title; }

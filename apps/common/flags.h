@@ -49,4 +49,8 @@ class Flags {
   std::vector<Flag> flags_;
 };
 
+// "0.5,1,2e3" -> numbers, for string flags holding lists of reals; errors
+// name the flag (integer lists are Flags' own int-list kind).
+std::vector<double> parse_number_list(const std::string& text, const char* flag);
+
 }  // namespace ember::apps
