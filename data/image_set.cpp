@@ -38,4 +38,35 @@ ImageSet subset(const ImageSet& set, int64_t first, int64_t count) {
   return out;
 }
 
+ImageSet select_classes(const ImageSet& set, const std::vector<int>& classes) {
+  check_image_set(set);
+  EMBER_CHECK(!classes.empty(), set.name, ": no classes selected");
+  std::vector<int> new_label(size_t(set.num_classes), -1);
+  std::string list;
+  for (size_t i = 0; i < classes.size(); ++i) {
+    const int c = classes[i];
+    EMBER_CHECK(c >= 0 && c < set.num_classes, set.name, ": class ", c, " is not in [0, ", set.num_classes, ")");
+    EMBER_CHECK(new_label[size_t(c)] < 0, set.name, ": class ", c, " is selected twice");
+    new_label[size_t(c)] = int(i);
+    if (i > 0) list += ',';
+    list += std::to_string(c);
+  }
+  ImageSet out;
+  out.channels = set.channels;
+  out.height = set.height;
+  out.width = set.width;
+  out.num_classes = int(classes.size());
+  const int64_t ib = image_bytes(set);
+  for (int64_t i = 0; i < set.count; ++i) {
+    const int label = new_label[size_t(set.labels[size_t(i)])];
+    if (label < 0) continue;
+    out.pixels.insert(out.pixels.end(), set.pixels.begin() + i * ib, set.pixels.begin() + (i + 1) * ib);
+    out.labels.push_back(label);
+  }
+  out.count = int64_t(out.labels.size());
+  out.name = cat(set.name, "{", list, "}");
+  EMBER_CHECK(out.count > 0, out.name, ": no images of the selected classes");
+  return out;
+}
+
 }  // namespace ember::data

@@ -30,4 +30,10 @@ void check_image_set(const ImageSet& set);
 // quick-test subset); the name gets "[first:first+count]" appended.
 ImageSet subset(const ImageSet& set, int64_t first, int64_t count);
 
+// The images of the listed classes only, relabelled by their position in
+// `classes` (classes[i] becomes label i; num_classes = classes.size()), in
+// their original order; the name gets "{5,6,7}" appended. Errors on a class
+// outside [0, num_classes) or listed twice.
+ImageSet select_classes(const ImageSet& set, const std::vector<int>& classes);
+
 }  // namespace ember::data

@@ -36,9 +36,11 @@ BatchNorm2d::BatchNorm2d(int64_t channels, double eps_, double momentum_, DType 
 }
 
 Tensor BatchNorm2d::forward(const Tensor& x) {
-  if (is_training()) num_batches_tracked.data<int64_t>()[0] += 1;
-  if (is_training() && sync) return ops::batch_norm2d_sync(x, weight, bias, running_mean, running_var, momentum, eps, *sync);
-  return ops::batch_norm2d(x, weight, bias, running_mean, running_var, is_training(), momentum, eps);
+  const bool batch_statistics = is_training() && !frozen_statistics;
+  if (batch_statistics) num_batches_tracked.data<int64_t>()[0] += 1;
+  if (batch_statistics && sync)
+    return ops::batch_norm2d_sync(x, weight, bias, running_mean, running_var, momentum, eps, *sync);
+  return ops::batch_norm2d(x, weight, bias, running_mean, running_var, batch_statistics, momentum, eps);
 }
 
 void set_sync_batch_norm(Module& model, std::shared_ptr<const ops::BatchNormSync> sync) {

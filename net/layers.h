@@ -32,6 +32,9 @@ class BatchNorm2d : public Module {
   // Data-parallel --sync-bn: training statistics over every rank's batch
   // (ops::batch_norm2d_sync); null: this rank's batch only.
   std::shared_ptr<const ops::BatchNormSync> sync;
+  // Fine-tuning a frozen backbone: normalise with the running statistics
+  // even in training mode, and leave them (and the counter) unchanged.
+  bool frozen_statistics = false;
 };
 
 // Makes every BatchNorm2d of the model synchronised (null: local again).

@@ -88,4 +88,16 @@ void Module::apply(const std::function<void(Module&)>& f) {
   for (auto& [name, child] : children_) child->apply(f);
 }
 
+std::vector<std::pair<std::string, Module*>> Module::named_modules() {
+  std::vector<std::pair<std::string, Module*>> out;
+  struct Walker {
+    static void walk(Module& m, const std::string& name, std::vector<std::pair<std::string, Module*>>& out) {
+      out.emplace_back(name, &m);
+      for (auto& [child_name, child] : m.children_) walk(*child, name.empty() ? child_name : name + "." + child_name, out);
+    }
+  };
+  Walker::walk(*this, "", out);
+  return out;
+}
+
 }  // namespace ember::net

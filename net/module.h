@@ -58,6 +58,8 @@ class Module {
   void zero_grad();
   // Calls f on this module and every descendant, parents first (PyTorch's apply).
   void apply(const std::function<void(Module&)>& f);
+  // This module ("") and every descendant with its dotted name ("layer1.0.bn1"), parents first.
+  std::vector<std::pair<std::string, Module*>> named_modules();
 
  protected:
   // Registers a member tensor as a parameter (makes it require grad).

@@ -76,8 +76,11 @@ ResNet::ResNet(const ResNetConfig& cfg, Generator& gen) : config_(cfg) {
               " is not a ResNet depth (ImageNet-style 18, 34, 50, 101, 152; CIFAR-style 6n+2: 20, 32, 44, 56, 110)");
   EMBER_CHECK(cfg.num_classes > 0 && cfg.in_channels > 0 && cfg.image_size > 0, "resnet: bad config");
   const DType dt = cfg.dtype;
-  const bool small_stem = cifar || cfg.image_size <= 32;
-  const int64_t stem_width = cifar ? 16 : 64;
+  EMBER_CHECK(cfg.stem_kernel == 0 || cfg.stem_kernel == 3 || cfg.stem_kernel == 7, "resnet: stem kernel ",
+              cfg.stem_kernel, " is not 3 or 7");
+  EMBER_CHECK(cfg.width >= 0, "resnet: negative width ", cfg.width);
+  const bool small_stem = cifar || (cfg.stem_kernel == 0 ? cfg.image_size <= 32 : cfg.stem_kernel == 3);
+  const int64_t stem_width = cfg.width > 0 ? cfg.width : (cifar ? 16 : 64);
   if (small_stem) {
     conv1 = register_module("conv1", std::make_shared<Conv2d>(cfg.in_channels, stem_width, 3, 1, 1, false, dt));
   } else {
@@ -103,13 +106,13 @@ ResNet::ResNet(const ResNetConfig& cfg, Generator& gen) : config_(cfg) {
   };
   if (cifar) {
     const int n = (cfg.num_layers - 2) / 6;
-    add_stage(1, n, 16, 1, false);
-    add_stage(2, n, 32, 2, false);
-    add_stage(3, n, 64, 2, false);
+    add_stage(1, n, stem_width, 1, false);
+    add_stage(2, n, 2 * stem_width, 2, false);
+    add_stage(3, n, 4 * stem_width, 2, false);
   } else {
     const auto stages = imagenet_stages(cfg.num_layers);
     const bool bottleneck = cfg.num_layers >= 50;
-    const int64_t widths[4] = {64, 128, 256, 512};
+    const int64_t widths[4] = {stem_width, 2 * stem_width, 4 * stem_width, 8 * stem_width};
     for (int i = 0; i < 4; ++i) add_stage(i + 1, stages[size_t(i)], widths[i], i == 0 ? 1 : 2, bottleneck);
   }
   fc = register_module("fc", std::make_shared<Linear>(in_planes, cfg.num_classes, true, dt));
@@ -150,7 +153,7 @@ std::string ResNet::describe() const {
   const bool cifar = is_cifar_depth(config_.num_layers);
   std::snprintf(buf, sizeof(buf), "resnet-%d (%s%s, %.2fM parameters)", config_.num_layers,
                 cifar ? "CIFAR-style" : (config_.num_layers >= 50 ? "ImageNet-style, bottleneck" : "ImageNet-style"),
-                !cifar && config_.image_size <= 32 ? ", 3x3 stem for small input" : "",
+                !cifar && !maxpool ? ", 3x3 stem for small input" : "",
                 double(parameter_count_) / 1e6);
   return buf;
 }

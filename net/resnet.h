@@ -27,7 +27,14 @@ struct ResNetConfig {
   int num_layers = 20;
   int64_t num_classes = 10;
   int64_t in_channels = 1;
-  int64_t image_size = 28;          // decides the small-input stem
+  int64_t image_size = 28;          // decides the small-input stem (unless stem_kernel is set)
+  // ImageNet-style only: 3 (3x3/1 stem, no max-pool) or 7 (7x7/2 + max-pool);
+  // 0: from image_size (3 when <= 32 pixels). Pretrained files decide it.
+  int stem_kernel = 0;
+  // Channels of the stem and of layer1 (layer2..4: 2x, 4x, 8x; x4 after a
+  // bottleneck); 0: torchvision's 64 (ImageNet-style) or 16 (CIFAR-style).
+  // Narrow widths make small models with torchvision's structure.
+  int64_t width = 0;
   bool zero_init_residual = false;  // last BN of each block starts at gamma = 0
   ChannelNorm input_norm{};         // applied to uint8 input
   DType dtype = DType::f32;

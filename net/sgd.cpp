@@ -19,7 +19,7 @@ SGD::SGD(std::vector<NamedParameter> params, const SgdOptions& options,
   for (auto& [name, t] : masters) by_name[name] = t;
   NoGradGuard no_grad;
   for (auto& p : params) {
-    Slot s{std::move(p), Tensor(), Tensor(), Tensor()};
+    Slot s{std::move(p), Tensor(), Tensor(), Tensor(), 1.0};
     const Tensor& w = *s.param.tensor;
     if (w.dtype() == DType::f16) {
       const auto it = by_name.find(s.param.name);
@@ -80,7 +80,7 @@ void SGD::step(double lr, double grad_scale) {
     if (!g.defined()) continue;
     Tensor& w = s.master.defined() ? s.master : param;
     SgdParams p;
-    p.lr = lr;
+    p.lr = lr * s.lr_mult;
     p.momentum = options_.momentum;
     p.weight_decay = s.param.decay ? options_.weight_decay : 0.0;
     p.nesterov = options_.nesterov;
@@ -94,6 +94,14 @@ void SGD::step(double lr, double grad_scale) {
     if (s.master.defined()) param.copy_from(ops::cast(s.master, DType::f16));  // the f16 copy the model uses
   }
   ++steps_;
+}
+
+void SGD::set_lr_multipliers(const std::function<double(const std::string&)>& multiplier) {
+  for (Slot& s : slots_) {
+    s.lr_mult = multiplier(s.param.name);
+    EMBER_CHECK(s.lr_mult >= 0 && std::isfinite(s.lr_mult), "SGD: learning-rate multiplier of '", s.param.name,
+                "' is ", s.lr_mult);
+  }
 }
 
 void SGD::zero_grad() {

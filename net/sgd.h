@@ -12,6 +12,7 @@
 // as f16. step_if_finite() first checks that every gradient is finite (one
 // device sync for all of them) and leaves everything untouched otherwise.
 #pragma once
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,6 +46,10 @@ class SGD {
   // The f32 masters of f16 parameters, by parameter name (empty in f32 training).
   std::vector<std::pair<std::string, Tensor>> masters() const;
   void zero_grad();  // drops the gradients (set to none)
+  // Per-parameter learning-rate multipliers (fast.ai's discriminative
+  // learning rates, MXNet's lr_mult): a step uses lr * multiplier(name).
+  // Every parameter starts at 1.
+  void set_lr_multipliers(const std::function<double(const std::string&)>& multiplier);
   int64_t steps() const { return steps_; }
   const SgdOptions& options() const { return options_; }
 
@@ -60,6 +65,7 @@ class SGD {
     Tensor momentum;  // undefined until the first step; f32 for f16 parameters
     Tensor master;    // f16 parameters: the f32 weights the step updates
     Tensor grad32;    // f16 parameters: this step's gradient in f32
+    double lr_mult = 1.0;
   };
   // The gradient the update uses: the f32 copy for f16 parameters.
   Tensor update_gradient(Slot& s);

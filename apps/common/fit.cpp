@@ -10,6 +10,7 @@
 #include "engine/autograd.h"
 #include "net/checkpoint.h"
 #include "net/dist/data_parallel.h"
+#include "net/finetune.h"
 #include "ops/kernel_profile.h"
 #include "ops/ops.h"
 
@@ -28,6 +29,24 @@ int64_t count_correct(const Tensor& logits, const Tensor& labels_host) {
   return correct;
 }
 
+// Rows whose label is among the k largest logits: fewer than k others are
+// strictly larger (a tie with the label's logit counts against it).
+int64_t count_top_k(const Tensor& logits, const Tensor& labels_host, int64_t k) {
+  const Tensor l = logits.dtype() == DType::f32 ? logits.to(Device::cpu()) : ops::cast(logits, DType::f32).to(Device::cpu());
+  const int64_t n = l.shape()[0], classes = l.shape()[1];
+  const float* p = l.data<float>();
+  const int64_t* y = labels_host.data<int64_t>();
+  int64_t hits = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = p + i * classes;
+    const float target = row[y[i]];
+    int64_t above = 0;
+    for (int64_t c = 0; c < classes; ++c) above += row[c] > target || (c != y[i] && row[c] == target);
+    hits += above < k;
+  }
+  return hits;
+}
+
 bool file_exists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;
@@ -43,23 +62,35 @@ struct Interval {
 
 }  // namespace
 
-double evaluate(net::Module& model, BatchSource& source, Device device, net::dist::Comm* comm) {
+Accuracy evaluate_accuracy(net::Module& model, BatchSource& source, Device device, net::dist::Comm* comm) {
   const bool was_training = model.is_training();
   model.eval();
   NoGradGuard no_grad;
   source.start_epoch(0);
   data::Batch b;
-  int64_t correct = 0, total = 0;
+  double correct = 0, top5 = 0, total = 0;
+  int64_t classes = 0;
   while (source.next(b)) {
-    correct += count_correct(model(b.images.to(device)), b.labels);
-    total += b.size;
+    const Tensor logits = model(b.images.to(device));
+    correct += double(count_correct(logits, b.labels));
+    top5 += double(count_top_k(logits, b.labels, 5));
+    total += double(b.size);
+    classes = logits.shape()[1];
   }
   model.train(was_training);
   if (comm) {
-    const auto sums = net::dist::sum_over_ranks(*comm, {double(correct), double(total)});
-    correct = int64_t(sums[0]), total = int64_t(sums[1]);
+    const auto sums = net::dist::sum_over_ranks(*comm, {correct, top5, total});
+    correct = sums[0], top5 = sums[1], total = sums[2];
   }
-  return total ? double(correct) / double(total) : 0.0;
+  Accuracy a;
+  a.samples = int64_t(total);
+  a.classes = classes;
+  if (total > 0) a.top1 = correct / total, a.top5 = top5 / total;
+  return a;
+}
+
+double evaluate(net::Module& model, BatchSource& source, Device device, net::dist::Comm* comm) {
+  return evaluate_accuracy(model, source, device, comm).top1;
 }
 
 double evaluate(net::Module& model, const data::ImageSet& set, int64_t batch_size, Device device) {
@@ -116,12 +147,54 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
   if (mixed)
     std::fprintf(o.log, "Mixed precision: f16 weights and activations, f32 masters; loss scale %g (%s)\n",
                  scaler.scale(), scaler.dynamic() ? "dynamic" : "fixed");
-  // After the f16 conversion: the hooks go on the tensors backward will reach.
+  // Fine-tuning: the backbone's learning-rate multiplier, and its freezing
+  // (after the f16 conversion, which makes every parameter trainable).
+  const FineTuneOptions& ft = o.finetune;
+  const bool split = !ft.head_prefix.empty();
+  EMBER_CHECK(ft.backbone_lr_mult >= 0, "--backbone-lr-mult must be >= 0, got ", ft.backbone_lr_mult);
+  if (split && ft.backbone_lr_mult != 1.0)
+    opt.set_lr_multipliers(
+        [&](const std::string& name) { return net::in_head(name, ft.head_prefix) ? 1.0 : ft.backbone_lr_mult; });
+  // Data-parallel: buckets over the parameters that get gradients, hooked on
+  // the tensors backward will reach (after the f16 conversion).
   std::unique_ptr<net::dist::Reducer> reducer;
-  if (comm) {
-    reducer = std::make_unique<net::dist::Reducer>(*comm, model.named_parameters(), o.buckets);
+  auto start_reducer = [&] {
+    if (!comm) return;
+    std::vector<net::NamedParameter> trainable;
+    for (auto& p : model.named_parameters())
+      if (p.tensor->requires_grad()) trainable.push_back(p);
+    reducer = std::make_unique<net::dist::Reducer>(*comm, trainable, o.buckets);
     std::fprintf(o.log, "Data-parallel: %d ranks over %s, %s%s\n", comm->world_size(), comm->backend(),
                  reducer->describe().c_str(), o.sync_bn ? ", synchronised batch norm" : "");
+  };
+  int backbone_state = -1;  // 1 frozen, 0 trainable, -1 not set yet
+  auto set_backbone = [&](int epoch) {
+    const bool frozen = ft.frozen_at(epoch);
+    if (int(frozen) == backbone_state) return;
+    reducer.reset();  // its hooks come off before the set of trainable tensors changes
+    const net::BackboneSplit bs = net::set_backbone_frozen(model, ft.head_prefix, frozen);
+    if (frozen) {
+      std::fprintf(o.log,
+                   "Epoch[%d] Backbone frozen: %lld tensors (%.2fM parameters) get no gradients and no optimizer "
+                   "state; its %lld batch norms keep their running statistics. Training the head %s* (%lld tensors, "
+                   "%.3fM parameters)%s\n",
+                   epoch, (long long)bs.backbone_parameters, double(bs.backbone_elements) / 1e6,
+                   (long long)bs.backbone_batch_norms, ft.head_prefix.c_str(), (long long)bs.head_parameters,
+                   double(bs.head_elements) / 1e6,
+                   ft.unfreeze_epoch > 0 ? cat(" until Epoch[", ft.unfreeze_epoch, "]").c_str() : "");
+    } else {
+      std::fprintf(o.log, "Epoch[%d] Backbone %s: all %lld tensors train%s\n", epoch,
+                   backbone_state == 1 ? "unfrozen" : "trainable",
+                   (long long)(bs.backbone_parameters + bs.head_parameters),
+                   ft.backbone_lr_mult != 1.0 ? cat(", backbone at lr x ", ft.backbone_lr_mult).c_str() : "");
+    }
+    backbone_state = frozen;
+    start_reducer();
+  };
+  if (split) {
+    set_backbone(o.begin_epoch);
+  } else {
+    start_reducer();
   }
   // Sums of (samples, correct, loss) over ranks.
   auto global = [&](std::vector<double> v) { return comm ? net::dist::sum_over_ranks(*comm, v) : v; };
@@ -156,6 +229,7 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
   model.train();
   for (int epoch = o.begin_epoch; epoch < o.num_epochs; ++epoch) {
     const auto epoch_start = Clock::now();
+    if (split) set_backbone(epoch);
     train.start_epoch(epoch);
     if (const int size = train.image_size(epoch); size > 0 && (epoch == o.begin_epoch || size != train.image_size(epoch - 1)))
       std::fprintf(o.log, "Epoch[%d] Image size=%d\n", epoch, size);
@@ -216,8 +290,13 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
                    (long long)scaler.skipped_steps());
     if (comm && !o.sync_bn) net::dist::average_buffers(*comm, model);  // one model to validate and save
     if (val) {
-      result.validation_accuracy = evaluate(model, *val, o.device, comm);
-      std::fprintf(o.log, "Epoch[%d] Validation-accuracy=%.6f\n", epoch, result.validation_accuracy);
+      const Accuracy a = evaluate_accuracy(model, *val, o.device, comm);
+      result.validation_accuracy = a.top1;
+      std::fprintf(o.log, "Epoch[%d] Validation-accuracy=%.6f\n", epoch, a.top1);
+      if (a.classes > 5) {
+        result.validation_top5 = a.top5;
+        std::fprintf(o.log, "Epoch[%d] Validation-top_k_accuracy_5=%.6f\n", epoch, a.top5);
+      }
     }
     if (!o.model_prefix.empty() && rank0) {
       std::map<std::string, std::string> meta(o.checkpoint_metadata.begin(), o.checkpoint_metadata.end());

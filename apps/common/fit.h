@@ -34,6 +34,16 @@
 
 namespace ember::apps {
 
+// Fine-tuning (apps/finetune_resnet.cpp): the parameters under head_prefix
+// are the new classifier, the rest the pretrained backbone (net/finetune.h).
+struct FineTuneOptions {
+  std::string head_prefix;        // empty: no backbone/head split (training from scratch)
+  bool freeze_backbone = false;   // frozen for the whole run (unless unfreeze_epoch)
+  int unfreeze_epoch = 0;         // > 0: frozen for the epochs before it, then everything trains
+  double backbone_lr_mult = 1.0;  // the backbone's learning rate is lr * this
+  bool frozen_at(int epoch) const { return unfreeze_epoch > 0 ? epoch < unfreeze_epoch : freeze_backbone; }
+};
+
 struct FitOptions {
   int num_epochs = 1;
   int begin_epoch = 0;         // > 0 when resuming (--load-epoch)
@@ -55,10 +65,12 @@ struct FitOptions {
   net::dist::Comm* comm = nullptr;
   net::dist::ReducerOptions buckets;
   bool sync_bn = false;  // the model's batch norms are synchronised (running statistics already agree)
+  FineTuneOptions finetune;
 };
 
 struct FitResult {
   double train_accuracy = 0, validation_accuracy = -1;  // of the last epoch (-1: no validation set)
+  double validation_top5 = -1;                          // of the last epoch (-1: none, or < 6 classes)
   double seconds = 0;                                   // wall time of the whole fit
   int64_t steps = 0;                                    // optimizer steps taken or skipped
   int64_t skipped_steps = 0;                            // f16: steps skipped for inf/NaN gradients
@@ -69,6 +81,12 @@ struct FitResult {
 // Classification accuracy of model (eval mode, no grad) over one epoch of a
 // source, or over a whole in-memory set. With a communicator, each rank
 // evaluates its own shard and the counts are summed over ranks.
+struct Accuracy {
+  double top1 = 0, top5 = 0;  // top5: the label among the 5 highest logits (ties count against)
+  int64_t samples = 0;
+  int64_t classes = 0;  // logits per sample (top-5 means something above 5)
+};
+Accuracy evaluate_accuracy(net::Module& model, BatchSource& source, Device device, net::dist::Comm* comm = nullptr);
 double evaluate(net::Module& model, BatchSource& source, Device device, net::dist::Comm* comm = nullptr);
 double evaluate(net::Module& model, const data::ImageSet& set, int64_t batch_size, Device device);
 

@@ -1,0 +1,38 @@
+// apps/common/train_data.h — the data of a training run from its flags:
+// Fashion-MNIST in memory (optionally some of its classes), or record files
+// through the threaded loader; what the model must accept (channels, size,
+// classes) and the input normalisation.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "apps/common/batch_source.h"
+#include "apps/common/train_settings.h"
+#include "data/image_loader.h"
+#include "data/image_set.h"
+#include "data/record_file.h"
+#include "ops/ops.h"
+
+namespace ember::apps {
+
+// Where batches come from, and what the model must accept.
+struct TrainingData {
+  std::vector<std::string> class_names;  // when the data names its classes
+  data::ImageSet train_set, val_set;  // Fashion-MNIST in memory
+  std::unique_ptr<data::BatchIterator> train_it, val_it;
+  std::unique_ptr<data::RecordDataset> train_records, val_records;  // record files
+  std::unique_ptr<data::ImageLoader> train_loader, val_loader;
+  std::unique_ptr<apps::BatchSource> train, val;
+  int64_t channels = 0, image_size = 0, num_classes = 0;
+  ChannelNorm norm;
+  std::string description;
+};
+
+// This rank's shards of the training and validation data.
+std::unique_ptr<TrainingData> make_training_data(const TrainSettings& s, int rank, int world);
+
+// The model's input normalisation: --rgb-mean/--rgb-std (0-255) or the defaults given.
+ChannelNorm make_norm(const TrainSettings& s, int channels, std::vector<double> mean, std::vector<double> std);
+
+}  // namespace ember::apps

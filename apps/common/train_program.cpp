@@ -1,0 +1,213 @@
+// apps/common/train_program.cpp — the flow of a training program: workers,
+// device, data, model, fit (or --benchmark / --test-io).
+#include "apps/common/train_program.h"
+
+#include <thread>
+
+#include "apps/common/distributed.h"
+#include "apps/common/nccl_factory.h"
+#include "engine/parallel.h"
+#include "net/checkpoint.h"
+#include "net/dist/data_parallel.h"
+#include "net/json.h"
+#include "ops/kernel_profile.h"
+
+namespace ember::apps {
+namespace {
+
+const Flags* program_flags = nullptr;
+
+// "123.675,116.28,103.53": the normalisation's mean (or std) in 0-255, for checkpoint metadata.
+std::string norm_text(const ChannelNorm& n, bool mean) {
+  std::string s;
+  for (int c = 0; c < n.channels; ++c) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.9g", mean ? double(n.mean[c]) * 255.0 : 255.0 / double(n.inv_std[c]));
+    if (c > 0) s += ',';
+    s += buf;
+  }
+  return s;
+}
+
+int run_benchmark(const TrainSettings& s, Device device, const DistRun& dist) {
+  BenchmarkOptions b;
+  const auto shape = s.image_shape.empty() ? std::vector<int64_t>{1, 28, 28} : parse_image_shape(s.image_shape);
+  b.channels = shape[0], b.height = shape[1], b.width = shape[2];
+  b.num_classes = s.num_classes > 0 ? s.num_classes : (s.image_shape.empty() ? 10 : 1000);
+  b.batch_size = s.batch_size;
+  b.batches = s.num_batches;
+  b.disp_batches = std::min(s.disp_batches, s.num_batches);
+  b.lr = s.lr;
+  b.sgd = {s.mom, s.wd, s.nesterov};
+  b.seed = uint64_t(s.seed);
+  b.device = device;
+  b.precision = s.precision == "fp16" ? DType::f16 : DType::f32;
+  b.comm = dist.comm;
+  b.buckets = dist.buckets;
+  b.log = dist.log;
+  net::ResNetConfig cfg;
+  cfg.num_layers = s.num_layers;
+  cfg.num_classes = b.num_classes;
+  cfg.in_channels = b.channels;
+  cfg.image_size = std::min(b.height, b.width);
+  cfg.input_norm.channels = int(b.channels);
+  for (int c = 0; c < int(b.channels) && c < 8; ++c) cfg.input_norm.mean[c] = 0.5f, cfg.input_norm.inv_std[c] = 4.0f;
+  Generator gen(uint64_t(s.seed));
+  net::ResNet model(cfg, gen);
+  model.to(device);
+  std::FILE* out = dist.log;
+  if (dist.env.world > 1 && s.dist.sync_bn)
+    net::set_sync_batch_norm(model, net::dist::make_batch_norm_sync(*dist.comm));
+  std::fprintf(out, "benchmark: %s, batch %lld%s, input %lldx%lldx%lld, %s, synthetic data\n", model.describe().c_str(),
+               (long long)b.batch_size,
+               dist.env.world > 1 ? cat(" per rank x ", dist.env.world, " ranks").c_str() : "", (long long)b.channels,
+               (long long)b.height, (long long)b.width, s.precision.c_str());
+  const BenchmarkResult r = benchmark(model, b);  // resets the kernel profile after its warm-up
+  std::fprintf(out, "Median speed: %.2f samples/sec\n", r.median_speed);
+  if (dist.env.world > 1 && r.comm.steps > 0)
+    std::fprintf(out, "All-reduce: %.1f ms per step, %.1f ms of it exposed (%.0f%% hidden behind backward)\n",
+                 1e3 * r.comm.comm_seconds / double(r.comm.steps), 1e3 * r.comm.exposed_seconds / double(r.comm.steps),
+                 100.0 * r.comm.hidden_share());
+  if (s.profile) print_kernel_profile(out);
+  return 0;
+}
+
+}  // namespace
+
+bool flag_was_set(const std::string& name) { return program_flags && program_flags->was_set(name); }
+
+int run_train_program(const TrainProgram& program, int argc, char** argv) {
+  TrainSettings s;
+  if (program.defaults) program.defaults(s);
+  Flags flags(program.name, program.summary);
+  declare_train_flags(flags, s);
+  if (program.declare_flags) program.declare_flags(flags);
+  program_flags = &flags;
+  if (!flags.parse(argc, argv)) return 0;
+  validate_train_settings(s);
+  if (program.validate) program.validate(s);
+  const int gpu_count = int(s.gpus.size());
+  if (should_launch_workers(s.dist, gpu_count))
+    return run_local_workers(workers_to_launch(s.dist, gpu_count), s.dist, argv);
+
+  const net::dist::LaunchEnv env = launch_env(s.dist);
+  // Ranks on one host share its cores (torchrun would set OMP_NUM_THREADS).
+  set_num_threads(s.threads > 0 ? s.threads : std::max(1, int(std::thread::hardware_concurrency()) / env.local_world));
+  std::FILE* out = rank_log(env.rank);
+  const Device device = s.test_io ? Device::cpu() : select_device(s, env.local_rank, out);
+  NcclFactory nccl;
+#if defined(EMBER_CUDA) && defined(EMBER_NCCL)
+  nccl = nccl_comm_factory();
+#endif
+  // --test-io runs this rank's shard of the loader alone: no communicator.
+  const DistRun dist = s.test_io ? DistRun{env, nullptr, {}, out}
+                                       : start_distributed(s.dist, env, !device.is_cpu(), device.index, nccl);
+  out = dist.log;
+  std::fprintf(out, "Start training with: %s\n", flags.settings().c_str());
+  std::fprintf(out, "threads=%d\n", num_threads());
+  if (env.world > 1)
+    std::fprintf(out, "data-parallel: %d ranks (%s), rendezvous %s:%d, kv-store %s; global batch %lld = --batch-size %lld x %d\n",
+                 env.world, env.source.c_str(), env.master_addr.c_str(), env.master_port,
+                 dist.comm ? dist.comm->backend() : "none", (long long)(s.batch_size * env.world), (long long)s.batch_size,
+                 env.world);
+  EMBER_CHECK(!s.profile || device.is_cpu(), "--profile times CPU kernels only (on a GPU use Nsight Systems)");
+  set_kernel_profiling(s.profile);
+  if (s.benchmark) {
+    run_benchmark(s, device, dist);
+    finish_distributed();
+    return 0;
+  }
+
+  const auto d = make_training_data(s, env.rank, env.world);
+  std::fprintf(out, "data: %s\n", d->description.c_str());
+  if (s.test_io) {
+    const TestIoResult r = test_io(*d->train, s.num_epochs, s.disp_batches, out);
+    std::fprintf(out, "Median speed: %.2f samples/sec\n", r.median_interval_speed);
+    std::fprintf(out, "Epoch speed: %.2f samples/sec (whole epochs%s)\n", r.epoch_speed,
+                 s.num_epochs > 1 ? " after the first" : "");
+    if (d->train_loader && d->train_loader->bad_records() > 0)
+      std::fprintf(out, "skipped %lld bad records\n", (long long)d->train_loader->bad_records());
+    return 0;
+  }
+
+  net::ResNetConfig cfg;
+  cfg.num_layers = s.num_layers;
+  cfg.zero_init_residual = s.zero_init_residual;
+  cfg.num_classes = d->num_classes;
+  cfg.in_channels = d->channels;
+  cfg.image_size = d->image_size;
+  cfg.input_norm = d->norm;
+  if (program.configure) program.configure(cfg, *d, out);
+  Generator gen(uint64_t(s.seed));
+  net::ResNet model(cfg, gen);
+  std::fprintf(out, "model: %s\n", model.describe().c_str());
+  FitOptions fo;
+  if (program.prepare) program.prepare(model, s.load_epoch > 0, fo, out);
+  if (s.load_epoch > 0) {
+    // Every rank reads the checkpoint (a shared file system, or a copy on each host); rank 0's is then broadcast.
+    const std::string path = net::checkpoint_path(s.model_prefix, s.load_epoch);
+    net::load_model(path, model);
+    std::fprintf(out, "Loaded model from \"%s\"; resuming at Epoch[%d]\n", path.c_str(), s.load_epoch);
+  }
+  model.to(device);
+  const bool sync_bn = env.world > 1 && s.dist.sync_bn;
+  if (sync_bn) net::set_sync_batch_norm(model, net::dist::make_batch_norm_sync(*dist.comm));
+
+  fo.num_epochs = s.num_epochs;
+  fo.begin_epoch = s.load_epoch;
+  fo.lr = s.lr;
+  fo.sgd = {s.mom, s.wd, s.nesterov};
+  fo.schedule.kind = net::parse_lr_schedule(s.lr_schedule);
+  fo.schedule.step_epochs = s.lr_step_epochs;
+  fo.schedule.factor = s.lr_factor;
+  fo.schedule.warmup_epochs = s.warmup_epochs;
+  fo.label_smoothing = s.label_smoothing;
+  fo.disp_batches = s.disp_batches;
+  fo.model_prefix = s.model_prefix;
+  fo.device = device;
+  fo.log = out;
+  fo.precision = s.precision == "fp16" ? DType::f16 : DType::f32;
+  fo.loss_scaler.fixed_scale = s.loss_scale;
+  fo.loss_scaler.window = s.scale_window;
+  fo.comm = dist.comm;
+  fo.buckets = dist.buckets;
+  fo.sync_bn = sync_bn;
+  // What rebuilds the model and its input (predict, finetune_resnet, PyTorch).
+  const std::vector<std::pair<std::string, std::string>> produced = {
+      {"network", "resnet"},
+      {"num_layers", std::to_string(cfg.num_layers)},
+      {"num_classes", std::to_string(cfg.num_classes)},
+      {"in_channels", std::to_string(cfg.in_channels)},
+      {"width", std::to_string(model.conv1->weight.shape()[0])},
+      {"stem_kernel", std::to_string(model.conv1->weight.shape()[2])},
+      {"input_mean", norm_text(d->norm, true)},
+      {"input_std", norm_text(d->norm, false)},
+      {"dataset", s.data_train.empty() ? s.dataset : s.data_train},
+      {"producer", cat("ember ", program.name)}};
+  fo.checkpoint_metadata.insert(fo.checkpoint_metadata.begin(), produced.begin(), produced.end());
+  if (!d->class_names.empty() && int64_t(d->class_names.size()) == cfg.num_classes) {
+    std::vector<json::Value> names;
+    for (const std::string& n : d->class_names) names.emplace_back(n);
+    fo.checkpoint_metadata.push_back({"class_names", json::write(json::Value(std::move(names)))});
+  }
+  if (env.world > 1) fo.checkpoint_metadata.push_back({"world_size", std::to_string(env.world)});
+  const FitResult r = fit(model, *d->train, d->val.get(), fo);
+  std::fprintf(out, "Finished %d epochs in %.1f s: Train-accuracy=%.6f Validation-accuracy=%.6f%s\n",
+               s.num_epochs - s.load_epoch, r.seconds, r.train_accuracy, r.validation_accuracy,
+               r.validation_top5 >= 0 ? cat(" Validation-top_k_accuracy_5=", r.validation_top5).c_str() : "");
+  if (env.world > 1 && r.comm.steps > 0)
+    std::fprintf(out, "All-reduce: %.1f ms per step, %.1f ms of it exposed (%.0f%% hidden behind backward)\n",
+                 1e3 * r.comm.comm_seconds / double(r.comm.steps), 1e3 * r.comm.exposed_seconds / double(r.comm.steps),
+                 100.0 * r.comm.hidden_share());
+  if (s.profile) print_kernel_profile(out);
+  if (fo.precision == DType::f16)
+    std::fprintf(out, "fp16: final loss scale %g, %lld of %lld steps skipped\n", r.loss_scale, (long long)r.skipped_steps,
+                 (long long)r.steps);
+  if (d->train_loader && d->train_loader->bad_records() > 0)
+    std::fprintf(out, "skipped %lld bad records\n", (long long)d->train_loader->bad_records());
+  std::fflush(out);
+  finish_distributed();
+  return 0;
+}
+
+}  // namespace ember::apps

@@ -1,0 +1,45 @@
+// apps/common/train_program.h — the whole of a training program, shared by
+// train_resnet (from scratch) and finetune_resnet (from pretrained weights).
+//
+// run_train_program parses the common flags (apps/common/train_settings.h),
+// starts the local workers or joins a data-parallel run
+// (apps/common/distributed.h), builds the data (apps/common/train_data.h)
+// and the ResNet, prints a start line with every setting, and hands over to
+// fit() (apps/common/fit.h), or runs --benchmark / --test-io. A program adds
+// its own flags and changes only what differs, through the hooks below.
+#pragma once
+#include <cstdio>
+#include <functional>
+#include <string>
+
+#include "apps/common/fit.h"
+#include "apps/common/flags.h"
+#include "apps/common/train_data.h"
+#include "apps/common/train_settings.h"
+#include "net/resnet.h"
+
+namespace ember::apps {
+
+struct TrainProgram {
+  std::string name;     // "train_resnet": --help, the start line, checkpoint metadata
+  std::string summary;  // one line for --help
+  // Defaults of the common flags that differ for this program (before parsing).
+  std::function<void(TrainSettings&)> defaults;
+  // More flags after the common ones, and their checks.
+  std::function<void(Flags&)> declare_flags;
+  std::function<void(const TrainSettings&)> validate;
+  // Before the model is built from the data's shape and the flags: may
+  // change its structure (a pretrained file's width and stem).
+  std::function<void(net::ResNetConfig&, const TrainingData&, std::FILE* log)> configure;
+  // After the model is built (CPU, f32) and before --load-epoch's checkpoint
+  // (when resuming) is loaded and it moves to the device: load weights, set
+  // FitOptions::finetune, add checkpoint metadata.
+  std::function<void(net::ResNet&, bool resuming, FitOptions&, std::FILE* log)> prepare;
+};
+
+// The program's main (exceptions reach the caller: see apps::report_fatal).
+int run_train_program(const TrainProgram& program, int argc, char** argv);
+// Whether the running program's command line gave this flag (for hooks).
+bool flag_was_set(const std::string& name);
+
+}  // namespace ember::apps

@@ -1,0 +1,133 @@
+// apps/common/train_settings.cpp — declaring and checking the training flags.
+#include "apps/common/train_settings.h"
+
+#include <sstream>
+
+#if defined(EMBER_CUDA)
+#include "cuda/cuda_device.h"
+#endif
+
+namespace ember::apps {
+
+void declare_train_flags(Flags& f, TrainSettings& s) {
+  f.group("model");
+  f.add("network", &s.network, "network family (resnet)");
+  f.add("num-layers", &s.num_layers, "depth: 18, 34, 50, 101, 152 (ImageNet-style) or 20, 32, 44, 56, 110 (CIFAR-style)");
+  f.add("num-classes", &s.num_classes, "classes of the classifier (0: from the data set)");
+  f.add("zero-init-residual", &s.zero_init_residual, "start the last BN of every block at gamma = 0 (Goyal et al.)");
+  f.group("data");
+  f.add("dataset", &s.dataset, "data set (fashion-mnist)");
+  f.add("classes", &s.classes, "fashion-mnist: train and validate on these classes only, relabelled 0..k-1 in the order given (e.g. 5,6,7,8,9)");
+  f.add("data-dir", &s.data_dir, "directory with the data set's files");
+  f.add("num-examples", &s.num_examples, "train on the first N training images only (0: all)");
+  f.add("num-val-examples", &s.num_val_examples, "validate on the first N test images only (0: all)");
+  f.add("data-train", &s.data_train, "training record file(s): a .erec, a comma list, or a directory of shards");
+  f.add("data-val", &s.data_val, "validation record file(s), as --data-train");
+  f.add("data-nthreads", &s.data_nthreads, "decode threads of the record loader (0: all cores)");
+  f.add("test-io", &s.test_io, "1: run the loader alone for --num-epochs and print its speed");
+  f.add("size-schedule", &s.size_schedule, "record data: output size by epoch, e.g. 0:128,6:224,16:288");
+  f.add("random-resized-crop", &s.random_resized_crop, "record data: random-resized-crop (else --random-crop/--pad-size)");
+  f.add("min-random-area", &s.min_random_area, "random-resized-crop: smallest area fraction");
+  f.add("max-random-area", &s.max_random_area, "random-resized-crop: largest area fraction");
+  f.add("min-random-aspect-ratio", &s.min_random_aspect_ratio, "random-resized-crop: smallest aspect ratio");
+  f.add("max-random-aspect-ratio", &s.max_random_aspect_ratio, "random-resized-crop: largest aspect ratio");
+  f.add("val-resize", &s.val_resize, "record data: validation short side before the centre crop (0: size * 8/7)");
+  f.add("skip-bad", &s.skip_bad, "1: count and skip corrupt records instead of stopping");
+  f.add("rgb-mean", &s.rgb_mean, "per-channel mean in 0-255 (default: the data set's; ImageNet's for 3 channels)");
+  f.add("rgb-std", &s.rgb_std, "per-channel standard deviation in 0-255");
+  f.add("random-crop", &s.random_crop, "random crop after zero padding by --pad-size");
+  f.add("random-mirror", &s.random_mirror, "random horizontal flip");
+  f.add("pad-size", &s.pad_size, "padding for --random-crop, in pixels");
+  f.group("optimisation");
+  f.add("batch-size", &s.batch_size, "images per step");
+  f.add("num-epochs", &s.num_epochs, "epochs to train");
+  f.add("lr", &s.lr, "(peak) learning rate");
+  f.add("mom", &s.mom, "momentum");
+  f.add("wd", &s.wd, "weight decay (not applied to batch-norm parameters and biases)");
+  f.add("nesterov", &s.nesterov, "Nesterov momentum");
+  f.add("lr-schedule", &s.lr_schedule, "step, cosine or onecycle");
+  f.add("lr-step-epochs", &s.lr_step_epochs, "step schedule: epochs at which lr *= --lr-factor, e.g. 30,60");
+  f.add("lr-factor", &s.lr_factor, "step schedule: multiplier at each step epoch");
+  f.add("warmup-epochs", &s.warmup_epochs, "linear warm-up epochs (step and cosine schedules)");
+  f.add("label-smoothing", &s.label_smoothing, "label smoothing of the cross-entropy loss");
+  f.add("precision", &s.precision, "fp32, or fp16: f16 weights and activations, f32 master weights and loss scaling");
+  f.add("loss-scale", &s.loss_scale, "fp16: a fixed loss scale (0: dynamic, from 2^16)");
+  f.add("scale-window", &s.scale_window, "fp16: clean steps before the dynamic loss scale doubles");
+  f.group("run");
+  f.add("disp-batches", &s.disp_batches, "print speed and accuracy every N batches");
+  f.add("model-prefix", &s.model_prefix, "save PREFIX-EEEE.safetensors after every epoch (empty: do not save)");
+  f.add("load-epoch", &s.load_epoch, "resume from PREFIX-EEEE.safetensors of this epoch (0: start fresh)");
+  f.add("seed", &s.seed, "seed of initialisation, shuffling and augmentation");
+  f.add("threads", &s.threads, "CPU threads (0: all cores, shared out among the ranks on this host)");
+  f.add("benchmark", &s.benchmark, "1: time training steps on synthetic data and print img/s only");
+  f.add("image-shape", &s.image_shape, "input C,H,W: record data's output (default 3,224,224), or the benchmark's");
+  f.add("num-batches", &s.num_batches, "benchmark: timed batches (after 3 warm-up batches)");
+  f.add("profile", &s.profile, "1: time every CPU kernel call and print a table by kernel and dtype at the end");
+  f.group("devices");
+  f.add("gpus", &s.gpus, "GPUs to train on, e.g. 0, or 0,1,2,3 for one worker per GPU (empty: the CPU)");
+  f.add("conv", &s.conv, "GPU convolution, batch norm, pooling and GEMM: cudnn (cuDNN/cuBLAS) or native (ember's kernels)");
+  f.add("cudnn-benchmark", &s.cudnn_benchmark, "time cuDNN's convolution algorithms per shape instead of its heuristics");
+  declare_dist_flags(f, s.dist);
+}
+
+// The device to train on: the CPU, or this worker's GPU of --gpus (CUDA set up).
+Device select_device(const TrainSettings& s, int local_rank, std::FILE* out) {
+  if (s.gpus.empty()) return Device::cpu();
+  const std::vector<int>& gpus = s.gpus;
+  EMBER_CHECK(local_rank < int(gpus.size()), "--gpus lists ", gpus.size(),
+              " devices but this is local rank ", local_rank, ": list one GPU per worker on this host");
+  const int index = gpus[size_t(local_rank)];
+#if defined(EMBER_CUDA)
+  cuda::init(index, cuda::parse_conv_backend(s.conv), /*pinned_host=*/true);
+  cuda::set_cudnn_benchmark(s.cudnn_benchmark);
+  std::fprintf(out, "device: cuda:%d %s, --conv %s\n", index, cuda::device_name(index).c_str(), s.conv.c_str());
+  return Device::cuda(index);
+#else
+  (void)out, (void)index;
+  fail("--gpus: this build of ember has no CUDA (nvcc was not found when it was built)");
+#endif
+}
+
+// "3,224,224" -> {3, 224, 224}
+std::vector<int64_t> parse_image_shape(const std::string& text) {
+  std::vector<int64_t> dims;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    EMBER_CHECK(!item.empty() && *end == '\0' && v > 0, "--image-shape: '", text, "' is not C,H,W");
+    dims.push_back(v);
+  }
+  EMBER_CHECK(dims.size() == 3, "--image-shape: '", text, "' is not C,H,W");
+  return dims;
+}
+
+void validate_train_settings(const TrainSettings& s) {
+  EMBER_CHECK(s.network == "resnet", "--network ", s.network, " is not supported (resnet)");
+  EMBER_CHECK(s.batch_size > 0, "--batch-size must be positive");
+  EMBER_CHECK(s.num_epochs > 0, "--num-epochs must be positive");
+  EMBER_CHECK(s.disp_batches > 0, "--disp-batches must be positive");
+  EMBER_CHECK(s.pad_size >= 0, "--pad-size must be >= 0");
+  EMBER_CHECK(s.num_examples >= 0, "--num-examples must be >= 0");
+  EMBER_CHECK(s.num_val_examples >= 0, "--num-val-examples must be >= 0");
+  EMBER_CHECK(s.load_epoch >= 0, "--load-epoch must be >= 0");
+  EMBER_CHECK(s.load_epoch == 0 || !s.model_prefix.empty(), "--load-epoch needs --model-prefix");
+  EMBER_CHECK(s.threads >= 0, "--threads must be >= 0");
+  EMBER_CHECK(s.num_batches > 0, "--num-batches must be positive");
+  EMBER_CHECK(s.conv == "cudnn" || s.conv == "native", "unknown --conv '", s.conv, "' (native or cudnn)");
+  EMBER_CHECK(s.data_nthreads >= 0, "--data-nthreads must be >= 0");
+  EMBER_CHECK(s.precision == "fp32" || s.precision == "fp16", "--precision '", s.precision, "': fp32 or fp16");
+  EMBER_CHECK(s.loss_scale >= 0, "--loss-scale must be >= 0 (0: dynamic)");
+  EMBER_CHECK(s.scale_window > 0, "--scale-window must be positive");
+  EMBER_CHECK(s.data_val.empty() || !s.data_train.empty(), "--data-val needs --data-train");
+  EMBER_CHECK(s.classes.empty() || s.data_train.empty(), "--classes selects Fashion-MNIST classes; record files hold the classes they were packed with");
+  EMBER_CHECK(s.min_random_area > 0 && s.min_random_area <= s.max_random_area && s.max_random_area <= 1,
+              "--min-random-area/--max-random-area must satisfy 0 < min <= max <= 1");
+  EMBER_CHECK(s.min_random_aspect_ratio > 0 && s.min_random_aspect_ratio <= s.max_random_aspect_ratio,
+              "--min-random-aspect-ratio/--max-random-aspect-ratio must satisfy 0 < min <= max");
+  for (int g : s.gpus) EMBER_CHECK(g >= 0, "--gpus: device indices are >= 0, got ", g);
+  validate_dist_settings(s.dist);
+}
+
+}  // namespace ember::apps

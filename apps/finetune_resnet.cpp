@@ -1,0 +1,121 @@
+// apps/finetune_resnet.cpp — fine-tune a pretrained ResNet on new classes
+// (MXNet's fine-tune.py; fast.ai's freeze / unfreeze / discriminative lr).
+//
+//   build/finetune_resnet --pretrained-model resnet50.safetensors --num-classes 257
+//       --data-train caltech-train.erec --data-val caltech-val.erec --gpus 0,1 --precision fp16
+//   build/finetune_resnet --pretrained-model pre-0003.safetensors --classes 5,6,7,8,9
+//       --freeze-backbone 1 --unfreeze-epoch 2 --backbone-lr-mult 0.1
+//
+// The pretrained file is a torchvision / timm ResNet state_dict saved as
+// safetensors, or an ember checkpoint. Its tensor names and shapes decide
+// the structure (depth, width, stem; --num-layers must agree when given);
+// every tensor is loaded except the head (--head-prefix, "fc."), which is
+// replaced by a fresh one with the data's classes. Everything else is
+// train_resnet's flow (apps/common/train_program.h): the same data flags,
+// fp16, --gpus, data-parallel workers, checkpoints and --load-epoch.
+#include "apps/common/distributed.h"
+#include "apps/common/train_program.h"
+#include "net/checkpoint.h"
+#include "net/pretrained.h"
+
+namespace {
+
+using namespace ember;
+
+struct FineTuneSettings {
+  std::string pretrained_model;
+  int pretrained_epoch = 0;
+  std::string head_prefix = "fc.";
+  bool freeze_backbone = false;
+  int unfreeze_epoch = 0;
+  double backbone_lr_mult = 1.0;
+  // Read once in configure, used again in prepare.
+  std::string path;
+  SafetensorsFile file;
+};
+
+void declare(apps::Flags& f, FineTuneSettings& s) {
+  f.group("fine-tuning");
+  f.add("pretrained-model", &s.pretrained_model,
+        "pretrained weights: a .safetensors file (torchvision/timm names), or an ember --model-prefix with "
+        "--pretrained-epoch");
+  f.add("pretrained-epoch", &s.pretrained_epoch, "with a prefix: load PREFIX-EEEE.safetensors of this epoch");
+  f.add("head-prefix", &s.head_prefix, "names of the classifier that is replaced by a fresh --num-classes head");
+  f.add("freeze-backbone", &s.freeze_backbone,
+        "1: train the head only (no backbone gradients or optimizer state; its batch norms keep their statistics)");
+  f.add("unfreeze-epoch", &s.unfreeze_epoch, "> 0: the backbone is frozen before this epoch, then everything trains");
+  f.add("backbone-lr-mult", &s.backbone_lr_mult, "the backbone's learning rate is --lr times this (e.g. 0.1)");
+}
+
+void validate(const FineTuneSettings& s) {
+  EMBER_CHECK(!s.pretrained_model.empty(), "--pretrained-model is required (a .safetensors file or a model prefix)");
+  EMBER_CHECK(s.pretrained_epoch >= 0, "--pretrained-epoch must be >= 0");
+  EMBER_CHECK(!s.head_prefix.empty(), "--head-prefix must not be empty");
+  EMBER_CHECK(s.unfreeze_epoch >= 0, "--unfreeze-epoch must be >= 0");
+  EMBER_CHECK(s.backbone_lr_mult >= 0, "--backbone-lr-mult must be >= 0");
+}
+
+// The pretrained file decides the structure; the data decides the head.
+void configure(FineTuneSettings& s, net::ResNetConfig& cfg, const apps::TrainingData& data, std::FILE* log) {
+  s.path = s.pretrained_epoch > 0 ? net::checkpoint_path(s.pretrained_model, s.pretrained_epoch) : s.pretrained_model;
+  s.file = load_safetensors(s.path);
+  const net::InferredResNet r = net::infer_resnet_config(s.file, s.path, s.head_prefix);
+  EMBER_CHECK(!apps::flag_was_set("num-layers") || cfg.num_layers == r.num_layers, s.path, " holds a ResNet-",
+              r.num_layers, ", not the --num-layers ", cfg.num_layers, " asked for");
+  EMBER_CHECK(r.in_channels == data.channels, s.path, " takes ", r.in_channels, "-channel input but the data has ",
+              data.channels, " channels", data.channels == 1 ? "" : " (record data: --image-shape sets the channels)");
+  cfg.num_layers = r.num_layers;
+  cfg.width = r.width;
+  cfg.stem_kernel = r.stem_kernel;
+  std::fprintf(log, "pretrained: %s: ResNet-%d (%s, width %lld, %dx%d stem, %lld-channel input%s)\n", s.path.c_str(),
+               r.num_layers, r.bottleneck ? "bottleneck" : "basic blocks", (long long)r.width, r.stem_kernel,
+               r.stem_kernel, (long long)r.in_channels,
+               r.num_classes > 0 ? cat(", ", r.num_classes, "-class head").c_str() : ", no head");
+}
+
+void prepare(FineTuneSettings& s, net::ResNet& model, bool resuming, apps::FitOptions& fo, std::FILE* log) {
+  if (resuming) {
+    std::fprintf(log, "pretrained: not loaded: --load-epoch resumes from this run's own checkpoint\n");
+  } else {
+    net::PretrainedOptions po;
+    po.head_prefix = s.head_prefix;
+    po.replace_head = true;
+    const net::PretrainedReport report = net::load_pretrained(s.file, s.path, model, po);
+    std::fprintf(log, "pretrained: %s; new head %s* for %lld classes\n", report.describe().c_str(),
+                 s.head_prefix.c_str(), (long long)model.config().num_classes);
+  }
+  s.file = SafetensorsFile();  // the weights are in the model now
+  fo.finetune.head_prefix = s.head_prefix;
+  fo.finetune.freeze_backbone = s.freeze_backbone;
+  fo.finetune.unfreeze_epoch = s.unfreeze_epoch;
+  fo.finetune.backbone_lr_mult = s.backbone_lr_mult;
+  fo.checkpoint_metadata.push_back({"pretrained_model", s.path});
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    FineTuneSettings ft;
+    apps::TrainProgram program;
+    program.name = "finetune_resnet";
+    program.summary = "Fine-tune a pretrained ResNet (torchvision/timm safetensors or ember checkpoint) on new classes.";
+    // Shorter and gentler than training from scratch: the features exist already.
+    program.defaults = [](apps::TrainSettings& s) {
+      s.num_epochs = 5;
+      s.lr = 0.05;
+      s.label_smoothing = 0.0;
+    };
+    program.declare_flags = [&](apps::Flags& f) { declare(f, ft); };
+    program.validate = [&](const apps::TrainSettings&) { validate(ft); };
+    program.configure = [&](net::ResNetConfig& cfg, const apps::TrainingData& d, std::FILE* log) {
+      configure(ft, cfg, d, log);
+    };
+    program.prepare = [&](net::ResNet& model, bool resuming, apps::FitOptions& fo, std::FILE* log) {
+      prepare(ft, model, resuming, fo, log);
+    };
+    return apps::run_train_program(program, argc, argv);
+  } catch (const std::exception& e) {  // ember::Error and anything the standard library throws
+    return apps::report_fatal("finetune_resnet", e);
+  }
+}
