@@ -14,6 +14,7 @@
 // train_resnet's flow (apps/common/train_program.h): the same data flags,
 // fp16, --gpus, data-parallel workers, checkpoints and --load-epoch.
 #include "apps/common/distributed.h"
+#include "apps/common/nccl_factory.h"
 #include "apps/common/train_program.h"
 #include "net/checkpoint.h"
 #include "net/pretrained.h"
@@ -100,6 +101,9 @@ int main(int argc, char** argv) {
     apps::TrainProgram program;
     program.name = "finetune_resnet";
     program.summary = "Fine-tune a pretrained ResNet (torchvision/timm safetensors or ember checkpoint) on new classes.";
+#if defined(EMBER_CUDA) && defined(EMBER_NCCL)
+    program.nccl = ember::apps::nccl_comm_factory();
+#endif
     // Shorter and gentler than training from scratch: the features exist already.
     program.defaults = [](apps::TrainSettings& s) {
       s.num_epochs = 5;

@@ -16,6 +16,7 @@
 // prints and saves. All of it is apps/common/train_program.h: this program
 // is that flow with nothing added.
 #include "apps/common/distributed.h"
+#include "apps/common/nccl_factory.h"
 #include "apps/common/train_program.h"
 
 int main(int argc, char** argv) {
@@ -23,6 +24,9 @@ int main(int argc, char** argv) {
     ember::apps::TrainProgram program;
     program.name = "train_resnet";
     program.summary = "Train a ResNet from scratch on the CPU or a GPU (MXNet-style flags).";
+#if defined(EMBER_CUDA) && defined(EMBER_NCCL)
+    program.nccl = ember::apps::nccl_comm_factory();
+#endif
     return ember::apps::run_train_program(program, argc, argv);
   } catch (const std::exception& e) {  // ember::Error and anything the standard library throws
     return ember::apps::report_fatal("train_resnet", e);

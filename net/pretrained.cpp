@@ -31,7 +31,7 @@ std::string PretrainedReport::describe() const {
   std::string s = cat("loaded ", loaded, " tensors");
   if (converted > 0) s += cat(" (", converted, " converted from ", converted_from, ")");
   if (stripped_module_prefix) s += ", \"module.\" prefix dropped";
-  if (missing_batch_counters > 0) s += cat(", ", missing_batch_counters, " num_batches_tracked absent (left at 0)");
+  if (missing_batch_counters > 0) s += cat(", ", missing_batch_counters, " num_batches_tracked absent (set to 0)");
   if (!head_skipped.empty()) s += cat("; head not loaded: ", some_of(head_skipped));
   return s;
 }
@@ -58,6 +58,7 @@ PretrainedReport load_pretrained(const SafetensorsFile& file, const std::string&
   std::set<std::string> expected;
   std::set<std::string> converted_from;
   std::vector<std::pair<Tensor*, const Tensor*>> copies;
+  std::vector<Tensor*> zeroed;  // counters the file lacks: 0, as PyTorch's BatchNorm loads old files
   for (auto& [name, t] : model.state()) {
     expected.insert(name);
     if (is_head(name)) continue;
@@ -65,6 +66,7 @@ PretrainedReport load_pretrained(const SafetensorsFile& file, const std::string&
     if (it == by_name.end()) {
       if (ends_with(name, "num_batches_tracked")) {
         ++report.missing_batch_counters;
+        zeroed.push_back(t);
       } else {
         missing.push_back(name);
       }
@@ -104,7 +106,7 @@ PretrainedReport load_pretrained(const SafetensorsFile& file, const std::string&
       msg += cat(sep, mismatched.size(), " with another shape (", some_of(mismatched, 3), ")"), sep = "; ";
     if (!bad_dtype.empty()) msg += cat(sep, bad_dtype.size(), " with another dtype (", some_of(bad_dtype, 3), ")");
     msg += missing.empty() && unexpected.empty()
-               ? "; check --num-layers, the input channels and --head-prefix"
+               ? "; check --num-layers, the width, the input channels and --head-prefix"
                : "; check --num-layers (the depth decides the block names) and --head-prefix";
     fail(msg);
   }
@@ -118,6 +120,7 @@ PretrainedReport load_pretrained(const SafetensorsFile& file, const std::string&
       ++report.converted;
     }
   }
+  for (Tensor* t : zeroed) t->zero_();
   report.loaded = int64_t(copies.size());
   for (const std::string& d : converted_from) report.converted_from += (report.converted_from.empty() ? "" : "/") + d;
   std::sort(report.head_skipped.begin(), report.head_skipped.end());

@@ -42,7 +42,7 @@ struct PretrainedReport {
   int64_t converted = 0;                 // tensors whose dtype was converted
   std::string converted_from;            // e.g. "F16" (the file's dtypes that were converted)
   bool stripped_module_prefix = false;   // names started with "module."
-  int64_t missing_batch_counters = 0;    // num_batches_tracked absent: left at 0
+  int64_t missing_batch_counters = 0;    // num_batches_tracked absent: set to 0 (as PyTorch does)
   // "loaded 320 tensors (F16 -> f32), head fc.weight, fc.bias replaced by a fresh 257-class head"
   std::string describe() const;
 };

@@ -5,7 +5,6 @@
 #include <thread>
 
 #include "apps/common/distributed.h"
-#include "apps/common/nccl_factory.h"
 #include "engine/parallel.h"
 #include "net/checkpoint.h"
 #include "net/dist/data_parallel.h"
@@ -22,7 +21,7 @@ std::string norm_text(const ChannelNorm& n, bool mean) {
   std::string s;
   for (int c = 0; c < n.channels; ++c) {
     char buf[32];
-    std::snprintf(buf, sizeof(buf), "%.9g", mean ? double(n.mean[c]) * 255.0 : 255.0 / double(n.inv_std[c]));
+    std::snprintf(buf, sizeof(buf), "%.7g", mean ? double(n.mean[c]) * 255.0 : 255.0 / double(n.inv_std[c]));
     if (c > 0) s += ',';
     s += buf;
   }
@@ -95,10 +94,7 @@ int run_train_program(const TrainProgram& program, int argc, char** argv) {
   set_num_threads(s.threads > 0 ? s.threads : std::max(1, int(std::thread::hardware_concurrency()) / env.local_world));
   std::FILE* out = rank_log(env.rank);
   const Device device = s.test_io ? Device::cpu() : select_device(s, env.local_rank, out);
-  NcclFactory nccl;
-#if defined(EMBER_CUDA) && defined(EMBER_NCCL)
-  nccl = nccl_comm_factory();
-#endif
+  const NcclFactory& nccl = program.nccl;
   // --test-io runs this rank's shard of the loader alone: no communicator.
   const DistRun dist = s.test_io ? DistRun{env, nullptr, {}, out}
                                        : start_distributed(s.dist, env, !device.is_cpu(), device.index, nccl);

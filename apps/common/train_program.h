@@ -12,6 +12,7 @@
 #include <functional>
 #include <string>
 
+#include "apps/common/distributed.h"
 #include "apps/common/fit.h"
 #include "apps/common/flags.h"
 #include "apps/common/train_data.h"
@@ -35,6 +36,9 @@ struct TrainProgram {
   // (when resuming) is loaded and it moves to the device: load weights, set
   // FitOptions::finetune, add checkpoint metadata.
   std::function<void(net::ResNet&, bool resuming, FitOptions&, std::FILE* log)> prepare;
+  // --kv-store nccl: set by the program's main from apps/common/nccl_factory.h
+  // (header-only, so that only programs link NCCL); empty: not available.
+  NcclFactory nccl;
 };
 
 // The program's main (exceptions reach the caller: see apps::report_fatal).
