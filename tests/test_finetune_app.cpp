@@ -7,6 +7,9 @@
 
 #include <regex>
 
+#include "data/fashion_mnist.h"
+#include "data/image.h"
+#include "data/image_set.h"
 #include "net/checkpoint.h"
 #include "net/resnet.h"
 #include "net/safetensors.h"
@@ -100,6 +103,39 @@ TEST_CASE("finetune_resnet: features pretrained on classes 0-4 beat random ones 
     CAPTURE(name);
     CHECK(t.to_double_vector() == file.find(name)->to_double_vector());
   }
+  CHECK(tuned.metadata.at("image_size") == "28");
+  CHECK(tuned.metadata.at("val_resize") == "28");
+
+  // predict takes the fine-tuned checkpoint as it is: size, normalisation and names from its metadata.
+  const data::ImageSet test = data::select_classes(data::load_fashion_mnist(data::kFashionMnistDir, false), {5, 6, 7, 8, 9});
+  std::vector<std::string> predict = {program("predict"), "--model", net::checkpoint_path(dir.file("ft"), 2), "--json", "1",
+                                      "--top-k", "2"};
+  int64_t expected_hits = 0;
+  for (int i = 0; i < 20; ++i) {
+    data::Image img;
+    img.height = 28, img.width = 28, img.channels = 1;
+    img.pixels.assign(test.pixels.begin() + i * 784, test.pixels.begin() + (i + 1) * 784);
+    std::vector<uint8_t> png;
+    data::encode_png(img, png);
+    const std::string path = dir.file(cat("test", i, "_label", test.labels[size_t(i)], ".png"));
+    ember::testing::write_bytes(path, png);
+    predict.push_back(path);
+    expected_hits += 1;
+  }
+  const std::string predicted = run(predict, dir, "predict");
+  CHECK(contains(predicted, "input: 1x28x28, short side resized to 28"));
+  int64_t lines = 0, correct = 0;
+  static const std::regex line_re(R"re(_label([0-9])\.png","top":\[\{"index":([0-9]),"name":"([^"]*)")re");
+  for (std::sregex_iterator it(predicted.begin(), predicted.end(), line_re), end; it != end; ++it) {
+    ++lines;
+    correct += (*it)[1] == (*it)[2];
+    const std::vector<std::string> names = {"Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"};
+    CHECK((*it)[3] == names[size_t(std::stoi((*it)[2]))]);
+  }
+  CHECK(lines == expected_hits);
+  MESSAGE("predict on 20 test images with the fine-tuned checkpoint: " << correct << " correct");
+  CHECK(correct >= 10);
+
   CHECK(pretrained_acc >= 0.62);  // measured 0.715
   CHECK(pretrained_acc >= random_acc + 0.12);  // measured 0.715 vs 0.482
 }

@@ -3,6 +3,7 @@
 
 #include <thread>
 
+#include "data/augment_rrc.h"
 #include "data/fashion_mnist.h"
 
 namespace ember::apps {
@@ -40,6 +41,7 @@ std::unique_ptr<TrainingData> fashion_mnist_data(const TrainSettings& s, int ran
   d->val = std::make_unique<IteratorSource>(*d->val_it);
   d->channels = d->train_set.channels;
   d->image_size = std::min(d->train_set.height, d->train_set.width);
+  d->val_resize = int(d->image_size);  // whole 28x28 images, no crop
   d->num_classes = d->train_set.num_classes;
   EMBER_CHECK(s.num_classes == 0 || s.num_classes == d->num_classes, "--num-classes ", s.num_classes,
               " does not match the data's ", d->num_classes, " classes");
@@ -57,6 +59,7 @@ std::unique_ptr<TrainingData> record_data(const TrainSettings& s, int rank, int 
   EMBER_CHECK(shape[1] == shape[2], "--image-shape: record data is cropped square, got ", shape[1], "x", shape[2]);
   d->channels = shape[0];
   d->image_size = shape[1];
+  d->val_resize = data::validation_resize(int(shape[1]), s.val_resize);
   data::LoaderOptions lo;
   lo.batch_size = s.batch_size;
   lo.threads = s.data_nthreads > 0 ? s.data_nthreads : int(std::thread::hardware_concurrency());

@@ -25,6 +25,7 @@ struct TrainingData {
   std::unique_ptr<data::ImageLoader> train_loader, val_loader;
   std::unique_ptr<apps::BatchSource> train, val;
   int64_t channels = 0, image_size = 0, num_classes = 0;
+  int val_resize = 0;  // validation: the short side before the centre crop (image_size: no crop)
   ChannelNorm norm;
   std::string description;
 };

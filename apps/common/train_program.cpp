@@ -176,6 +176,8 @@ int run_train_program(const TrainProgram& program, int argc, char** argv) {
       {"in_channels", std::to_string(cfg.in_channels)},
       {"width", std::to_string(model.conv1->weight.shape()[0])},
       {"stem_kernel", std::to_string(model.conv1->weight.shape()[2])},
+      {"image_size", std::to_string(d->image_size)},
+      {"val_resize", std::to_string(d->val_resize)},
       {"input_mean", norm_text(d->norm, true)},
       {"input_std", norm_text(d->norm, false)},
       {"dataset", s.data_train.empty() ? s.dataset : s.data_train},
