@@ -177,10 +177,10 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
       std::fprintf(o.log,
                    "Epoch[%d] Backbone frozen: %lld tensors (%.2fM parameters) get no gradients and no optimizer "
                    "state; its %lld batch norms keep their running statistics. Training the head %s* (%lld tensors, "
-                   "%.3fM parameters)%s\n",
+                   "%lld parameters)%s\n",
                    epoch, (long long)bs.backbone_parameters, double(bs.backbone_elements) / 1e6,
                    (long long)bs.backbone_batch_norms, ft.head_prefix.c_str(), (long long)bs.head_parameters,
-                   double(bs.head_elements) / 1e6,
+                   (long long)bs.head_elements,
                    ft.unfreeze_epoch > 0 ? cat(" until Epoch[", ft.unfreeze_epoch, "]").c_str() : "");
     } else {
       std::fprintf(o.log, "Epoch[%d] Backbone %s: all %lld tensors train%s\n", epoch,
