@@ -10,6 +10,8 @@
 #                     data suite: record files, images, im2rec, the loader)
 #   make train        install missing packages, build, train ResNet-20 on Fashion-MNIST
 #   make deps         only install what is missing (apt-get, needs root)
+#   make torch-deps   also Debian's PyTorch + torchvision (the optional
+#                     full-size parity tests; fixture generators)
 #   make clean
 #
 # Toggles (Darknet style):  CUDA=0|1  (default: 1 when nvcc is on the PATH)
@@ -111,7 +113,7 @@ SIM_TEST_BIN := $(if $(filter 1,$(SIM)),$(BUILD)/test_sim)
 SIM_TOOLS := $(if $(filter 1,$(SIM)),$(BUILD)/bench_cudasim)
 TEST_OBJ  := $(call obj,$(TEST_SRC) $(if $(filter 1,$(CUDA)),$(TEST_CUDA_SRC)))
 
-.PHONY: all info deps test train clean
+.PHONY: all info deps torch-deps test train clean
 all: info $(LIBS) $(APPS) $(TEST_BIN) $(SIM_TEST_BIN) $(SIM_TOOLS)
 
 info:
@@ -124,8 +126,17 @@ info:
 
 # Debian packages the build, the tests and `make train` need; installed only when absent.
 DEB_PACKAGES := libstb-dev doctest-dev zlib1g-dev dataset-fashion-mnist openmpi-bin iproute2
+# The PyTorch side of the parity tests and of the fixture generators (never
+# needed by the product): `make torch-deps` installs it; `make deps` adds
+# torchvision by itself only where Debian's python3-torch is installed
+# already (a small package then, and the full-size parity tests run).
+TORCH_PACKAGES := python3-torch python3-torchvision python3-pil
+HAVE_TORCH := $(shell dpkg-query -W -f='$${Status}' python3-torch 2>/dev/null | grep -q "install ok installed" && echo 1)
+DEPS_PACKAGES := $(DEB_PACKAGES) $(if $(HAVE_TORCH),python3-torchvision)
+torch-deps:
+	@$(MAKE) --no-print-directory deps DEPS_PACKAGES="$(DEB_PACKAGES) $(TORCH_PACKAGES)"
 deps:
-	@missing=""; for p in $(DEB_PACKAGES); do \
+	@missing=""; for p in $(DEPS_PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \

@@ -120,32 +120,6 @@ void validate(const Settings& s, const std::vector<std::string>& images) {
   for (int g : s.gpus) EMBER_CHECK(g >= 0, "--gpus: device indices are >= 0, got ", g);
 }
 
-// The flags for apps::Flags and the image paths: every argument that is
-// neither a flag nor a flag's value (every flag takes one); after "--", all.
-struct Arguments {
-  std::vector<char*> flags;
-  std::vector<std::string> images;
-};
-Arguments split_arguments(int argc, char** argv) {
-  Arguments a;
-  a.flags.push_back(argv[0]);
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--") {
-      a.images.insert(a.images.end(), argv + i + 1, argv + argc);
-      break;
-    }
-    if (arg.rfind("--", 0) == 0 || arg == "-h") {
-      a.flags.push_back(argv[i]);
-      const bool takes_next = arg != "--help" && arg != "-h" && arg.find('=') == std::string::npos;
-      if (takes_next && i + 1 < argc) a.flags.push_back(argv[++i]);
-    } else {
-      a.images.push_back(arg);
-    }
-  }
-  return a;
-}
-
 Device select_device(const Settings& s) {
   if (s.gpus.empty()) return Device::cpu();
   const int index = s.gpus.front();
@@ -384,16 +358,18 @@ void resolve_input_size(Settings& s, const std::map<std::string, std::string>& m
 
 int run(int argc, char** argv) {
   Settings s;
-  Arguments args = split_arguments(argc, argv);
+  std::vector<std::string> images;
   apps::Flags flags("predict",
-                    "Classify images with a trained ResNet: the top classes and their probabilities per image.\n"
-                    "usage: predict --model MODEL.safetensors [flags] IMAGE...   (or --data-val RECORDS for accuracy)");
+                    "Classify images with a trained ResNet: the top classes and their probabilities per image\n"
+                    "(or, with --data-val RECORDS, the top-1/top-5 accuracy of a record file).");
   declare(flags, s);
-  if (!flags.parse(int(args.flags.size()), args.flags.data())) return 0;
-  validate(s, args.images);
+  flags.positional(&images, "IMAGE...");
+  if (!flags.parse(argc, argv)) return 0;
+  validate(s, images);
   set_num_threads(s.threads > 0 ? s.threads : std::max(1, int(std::thread::hardware_concurrency())));
   const Device device = select_device(s);
 
+  const auto load_start = Clock::now();
   const SafetensorsFile file = load_safetensors(s.model);
   const net::InferredResNet shape = net::infer_resnet_config(file, s.model);
   EMBER_CHECK(shape.num_classes > 0, s.model, ": no classifier head (fc.weight, fc.bias): nothing to predict with");
@@ -415,6 +391,7 @@ int run(int argc, char** argv) {
   net::PretrainedOptions po;
   po.replace_head = false;
   net::load_pretrained(file, s.model, model, po);
+  const double load_seconds = seconds_since(load_start);
   model.eval();
   model.to(device);
 
@@ -423,14 +400,14 @@ int run(int argc, char** argv) {
               shape.num_classes, {}};
   std::string names_from;
   ctx.names = class_names(s, file, records.get(), shape.num_classes, names_from);
-  std::fprintf(stderr, "model: %s from %s, %lld classes (names: %s)\n", model.describe().c_str(), s.model.c_str(),
-               (long long)shape.num_classes, names_from.c_str());
+  std::fprintf(stderr, "model: %s from %s (read, checked and loaded in %.3f s), %lld classes (names: %s)\n",
+               model.describe().c_str(), s.model.c_str(), load_seconds, (long long)shape.num_classes, names_from.c_str());
   std::fprintf(stderr, "input: %dx%dx%d, short side resized to %d, mean %s (%s), std %s (%s); batch %lld, %d threads\n",
                ctx.channels, ctx.size, ctx.size, ctx.resize, join_numbers(stats.mean).c_str(), stats.mean_source.c_str(),
                join_numbers(stats.std).c_str(), stats.std_source.c_str(), (long long)s.batch_size, num_threads());
 
   int status = 0;
-  if (!args.images.empty()) status = predict_images(ctx, args.images);
+  if (!images.empty()) status = predict_images(ctx, images);
   if (records) evaluate_records(ctx, *records);
   return status;
 }

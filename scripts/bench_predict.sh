@@ -21,7 +21,10 @@
 # initial weights (no download), saved by /usr/bin/python3 with Debian's
 # python3-torch and python3-torchvision; the weights do not change the speed.
 #
-# Prints each run's img/s and the median.
+# Prints each run's img/s and the median; when /usr/bin/python3 has torch and
+# torchvision, PyTorch classifies the same photos with the same model in the
+# same sitting (scripts/bench_predict_torch.py, runs interleaved with ember's)
+# and the ratio of the medians is printed.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 images=${IMAGES:-32}
@@ -96,14 +99,27 @@ EOF
 fi
 
 echo "bench_predict: $predict --model $model, ${#files[@]} images from $photo_dir, batch $batch, threads $threads, $runs runs"
+torch_ok=0
+/usr/bin/python3 -c 'import torch, torchvision, PIL' 2>/dev/null && torch_ok=1
+median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 speeds=()
+torch_speeds=()
 for r in $(seq "$runs"); do
   # shellcheck disable=SC2086
   line=$("$predict" --model "$model" --batch-size "$batch" --threads "$threads" ${EXTRA:-} "${files[@]}" 2>"$work/stderr.txt" |
          grep '^Predicted ') || { cat "$work/stderr.txt" >&2; exit 1; }
   speed=$(sed -E 's/.* s: ([0-9.]+) img\/s.*/\1/' <<<"$line")
-  echo "run $r: $line"
+  echo "run $r: ember   $line"
   speeds+=("$speed")
+  if [ "$torch_ok" = 1 ]; then
+    line=$(/usr/bin/python3 "$here/scripts/bench_predict_torch.py" "$model" "$batch" "$threads" "${files[@]}")
+    echo "run $r: PyTorch $line"
+    torch_speeds+=("$(sed -E 's/.* s: ([0-9.]+) img\/s.*/\1/' <<<"$line")")
+  fi
 done
-median=$(printf '%s\n' "${speeds[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-echo "median: $median img/s (${speeds[*]})"
+m=$(median "${speeds[@]}")
+echo "median: $m img/s (${speeds[*]})"
+if [ "$torch_ok" = 1 ]; then
+  t=$(median "${torch_speeds[@]}")
+  echo "PyTorch median: $t img/s (${torch_speeds[*]}); ember / PyTorch = $(awk -v a="$m" -v b="$t" 'BEGIN{printf "%.2f", a/b}')"
+fi

@@ -63,7 +63,8 @@ TEST_CASE("flags: one-line errors name the flag") {
   CHECK_THROWS_WITH_AS(parse(f, {"--lr", "fast"}), doctest::Contains("--lr: 'fast' is not a number"), Error);
   CHECK_THROWS_WITH_AS(parse(f, {"--num-layers", "9999999999"}), doctest::Contains("out of range"), Error);
   CHECK_THROWS_WITH_AS(parse(f, {"--batch-size"}), doctest::Contains("--batch-size needs a value"), Error);
-  CHECK_THROWS_WITH_AS(parse(f, {"--benchmark", "yes"}), doctest::Contains("expected 0 or 1"), Error);
+  CHECK_THROWS_WITH_AS(parse(f, {"--benchmark=yes"}), doctest::Contains("expected 0 or 1"), Error);
+  CHECK_THROWS_WITH_AS(parse(f, {"--benchmark", "yes"}), doctest::Contains("unexpected argument 'yes'"), Error);
   CHECK_THROWS_WITH_AS(parse(f, {"stray"}), doctest::Contains("unexpected argument 'stray'"), Error);
   CHECK_THROWS_WITH_AS(parse(f, {"--lr-step-epochs", "30,x"}), doctest::Contains("'x' is not an integer"), Error);
 }
@@ -75,4 +76,23 @@ TEST_CASE("flags: --help lists every flag with its default and stops parsing") {
   for (const char* name : {"--batch-size 128", "--num-layers 20", "--lr 0.1", "--model-prefix \"\"", "--benchmark 0"})
     CHECK(h.find(name) != std::string::npos);
   CHECK_FALSE(parse(f, {"--help"}));
+}
+
+TEST_CASE("flags: bare booleans, and operands collected by positional()") {
+  Parsed p;
+  Flags f = make(p);
+  std::vector<std::string> files;
+  f.positional(&files, "IMAGE...");
+  CHECK(parse(f, {"a.jpg", "--benchmark", "b.png", "--lr", "0.5", "c.jpg", "--", "--d.jpg"}));
+  CHECK(p.bench);
+  CHECK(p.lr == 0.5);
+  CHECK(files == std::vector<std::string>{"a.jpg", "b.png", "c.jpg", "--d.jpg"});
+  CHECK(f.help().find("usage: prog [--flag value ...] IMAGE...") != std::string::npos);
+  Parsed q;
+  Flags g = make(q);
+  CHECK(parse(g, {"--benchmark", "0", "--num-layers", "8"}));  // a literal after a boolean is its value
+  CHECK_FALSE(q.bench);
+  CHECK(parse(g, {"--benchmark"}));  // last argument
+  CHECK(q.bench);
+  CHECK(q.layers == 8);
 }

@@ -263,7 +263,7 @@ TEST_CASE("predict: --rgb-mean/--rgb-std override the checkpoint; without names 
   const std::vector<double> mean{90, 100, 95}, std{40, 45, 50};
   make_image_case(c, mean, std, {{"input_mean", "1,2,3"}, {"input_std", "4,5,6"}});
   const RunResult r = run_predict(
-      with_images({"--model", c.model_path, "--json", "1", "--rgb-mean", "90,100,95", "--rgb-std", "40,45,50"}, c.paths),
+      with_images({"--model", c.model_path, "--json", "--rgb-mean", "90,100,95", "--rgb-std", "40,45,50"}, c.paths),
       c.dir);
   INFO("stderr: ", r.err);
   REQUIRE(r.code == 0);

@@ -119,12 +119,25 @@ void Flags::assign(Flag& f, const std::string& text) {
   f.set = true;
 }
 
+void Flags::positional(std::vector<std::string>* out, const std::string& usage) {
+  positional_ = out;
+  positional_usage_ = usage;
+}
+
 bool Flags::parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
       std::fputs(help().c_str(), stdout);
       return false;
+    }
+    if (positional_ && arg == "--") {
+      positional_->insert(positional_->end(), argv + i + 1, argv + argc);
+      break;
+    }
+    if (positional_ && arg.rfind("--", 0) != 0) {
+      positional_->push_back(arg);
+      continue;
     }
     EMBER_CHECK(arg.rfind("--", 0) == 0 && arg.size() > 2, "unexpected argument '", arg,
                 "' (flags look like --name value; see --help)");
@@ -143,7 +156,12 @@ bool Flags::parse(int argc, char** argv) {
         if (size_t d = edit_distance(name, g.name); d < best_d) best_d = d, best = g.name;
       fail(cat("unknown flag --", name, best.empty() ? std::string(" (see --help)") : " (did you mean --" + best + "?)"));
     }
-    if (!has_value) {
+    if (!has_value && f->kind == Kind::boolean) {
+      const std::string next = i + 1 < argc ? argv[i + 1] : "";
+      const bool literal = next == "0" || next == "1" || next == "true" || next == "false";
+      value = literal ? next : "1";  // a bare boolean flag is on
+      if (literal) ++i;
+    } else if (!has_value) {
       EMBER_CHECK(i + 1 < argc, "--", name, " needs a value");
       value = argv[++i];
     }
@@ -171,7 +189,8 @@ std::string Flags::value_text(const Flag& f) {
 
 std::string Flags::help() const {
   std::ostringstream os;
-  os << "usage: " << program_ << " [--flag value ...]\n\n" << summary_ << "\n";
+  os << "usage: " << program_ << " [--flag value ...]" << (positional_ ? " " + positional_usage_ : "") << "\n\n"
+     << summary_ << "\n";
   const std::string* group = nullptr;
   constexpr size_t kHelpColumn = 34;
   for (const auto& f : flags_) {

@@ -2,7 +2,10 @@
 //
 // Each flag is bound to a variable that holds its default. Accepted forms:
 // `--name value` and `--name=value`; booleans take 0/1 (as MXNet's
-// `--benchmark 1`); lists are comma-separated ("30,60"). `--help` prints
+// `--benchmark 1`) or stand alone (`--json`: 1, when the next argument is
+// not 0/1/true/false); lists are comma-separated ("30,60"). A program that
+// takes operands (predict's image paths) collects the arguments that are not
+// flags with positional(); "--" ends the flags. `--help` prints
 // every flag grouped with its default and help text. Unknown flags, missing
 // or malformed values are one-line errors that name the flag.
 #pragma once
@@ -23,6 +26,10 @@ class Flags {
   void add(const std::string& name, std::string* value, const std::string& help);
   void add(const std::string& name, bool* value, const std::string& help);
   void add(const std::string& name, std::vector<int>* value, const std::string& help);
+
+  // Arguments that are not flags are appended to *out instead of being an
+  // error; `usage` names them in --help ("IMAGE...").
+  void positional(std::vector<std::string>* out, const std::string& usage);
 
   // Parses argv; returns false when --help was given (help text printed).
   bool parse(int argc, char** argv);
@@ -46,6 +53,8 @@ class Flags {
   Flag* find(const std::string& name);
 
   std::string program_, summary_, current_group_;
+  std::vector<std::string>* positional_ = nullptr;
+  std::string positional_usage_;
   std::vector<Flag> flags_;
 };
 
