@@ -372,3 +372,28 @@ TEST_CASE("fit: --freeze-backbone with --unfreeze-epoch trains the head first, t
   CHECK(contains(text, "Epoch[1] Backbone trainable: all"));
   CHECK(contains(text, "backbone at lr x 0.5"));
 }
+
+TEST_CASE("pretrained: the safetensors seed corpus loads, or fails in one line naming the file and the fault") {
+  // tests/fuzz/seeds/make_safetensors_seeds.py: valid pretrained-like files and near-misses.
+  const std::map<std::string, std::string> expected = {
+      {"conv_bn.safetensors", ""},
+      {"half_module.safetensors", ""},
+      {"empty_tensor.safetensors", ""},
+      {"bad_dtype.safetensors", "dtype \"BF16\" is not supported"},
+      {"overlap.safetensors", "overlap tensor \"a\""},
+      {"header_lies.safetensors", "points past the end of the file"},
+      {"truncated.safetensors", "go past the end of the data section"},
+  };
+  for (const auto& [name, fault] : expected) {
+    const std::string path = "tests/fuzz/seeds/safetensors/" + name;
+    CAPTURE(path);
+    if (fault.empty()) {
+      CHECK(!load_safetensors(path).tensors.empty());
+      continue;
+    }
+    const std::string what = error_of([&] { load_safetensors(path); });
+    CHECK(what.rfind(path + ": ", 0) == 0);
+    CHECK(contains(what, fault));
+    CHECK(what.find('\n') == std::string::npos);
+  }
+}
