@@ -19,6 +19,7 @@
 
 #include "tests/process_helpers.h"
 #include "tests/test_helpers.h"
+#include "tests/torch_reference.h"
 
 #include <unistd.h>
 
@@ -130,26 +131,7 @@ Tensor eval_logits(net::ResNet& model, const Tensor& input) {
   return model(input);
 }
 
-// True when Debian's python can import torch and torchvision (probed once).
-bool python_torch(std::string* why) {
-  static int state = -1;
-  static std::string reason;
-  if (state < 0) {
-    if (::access(kPython.c_str(), X_OK) != 0) {
-      state = 0;
-      reason = kPython + " is not installed";
-    } else {
-      TempDir dir;
-      std::string out;
-      const int rc = ember::testing::process::run_command({kPython, "-c", "import torch, torchvision"}, 120,
-                                                          dir.path.string(), "probe", &out);
-      state = rc == 0 ? 1 : 0;
-      if (rc != 0) reason = kPython + " cannot import torch and torchvision (python3-torch, python3-torchvision)";
-    }
-  }
-  if (why) *why = reason;
-  return state == 1;
-}
+using ember::testing::python_torch;
 
 // ---- safetensors bytes, edited: the 8-byte length, the JSON header, the data.
 struct RawFile {
@@ -468,16 +450,10 @@ TEST_CASE("torchvision parity: full-size torchvision resnet18 and resnet50 give 
     MESSAGE("skipped: " << why);
     return;
   }
-  TempDir dir;
-  std::string out;
-  const int rc = ember::testing::process::run_command(
-      {kPython, kFixtures + "make_torchvision_fixtures.py", "--full", dir.path.string()}, 300, dir.path.string(),
-      "full", &out);
-  INFO("make_torchvision_fixtures.py --full: " << out);
-  REQUIRE(rc == 0);
+  const std::string full_dir = ember::testing::full_size_fixtures();
   for (int layers : {18, 50}) {
     CAPTURE(layers);
-    const std::string base = dir.file("tv_full_resnet" + std::to_string(layers));
+    const std::string base = full_dir + "/tv_full_resnet" + std::to_string(layers);
     const SafetensorsFile state = load_safetensors(base + ".safetensors");
     const SafetensorsFile ref = load_safetensors(base + "_reference.safetensors");
     const net::InferredResNet inferred = net::infer_resnet_config(state, base + ".safetensors");
