@@ -101,6 +101,8 @@ fi
 echo "bench_predict: $predict --model $model, ${#files[@]} images from $photo_dir, batch $batch, threads $threads, $runs runs"
 torch_ok=0
 /usr/bin/python3 -c 'import torch, torchvision, PIL' 2>/dev/null && torch_ok=1
+torch_threads=$threads
+[ "$torch_threads" -gt 0 ] || torch_threads=$(nproc)
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 speeds=()
 torch_speeds=()
@@ -112,7 +114,8 @@ for r in $(seq "$runs"); do
   echo "run $r: ember   $line"
   speeds+=("$speed")
   if [ "$torch_ok" = 1 ]; then
-    line=$(/usr/bin/python3 "$here/scripts/bench_predict_torch.py" "$model" "$batch" "$threads" "${files[@]}")
+    # PyTorch's own default here is 1 thread (it reads the cgroup quota): give it predict's count.
+    line=$(/usr/bin/python3 "$here/scripts/bench_predict_torch.py" "$model" "$batch" "$torch_threads" "${files[@]}")
     echo "run $r: PyTorch $line"
     torch_speeds+=("$(sed -E 's/.* s: ([0-9.]+) img\/s.*/\1/' <<<"$line")")
   fi
