@@ -5,8 +5,8 @@
 // is forgiving where users' files legitimately differ and exact where they
 // must not:
 //   * a "module." prefix (a state_dict saved from DataParallel/DDP) is dropped;
-//   * F16 and F64 tensors are converted to the model's dtype (other dtypes,
-//     BF16 among them, are refused by the safetensors parser, naming them);
+//   * F16, BF16 and F64 tensors are converted to the model's dtype (other
+//     dtypes are refused by the safetensors parser, naming them);
 //   * batch norm's num_batches_tracked may be absent (older torchvision files);
 //   * tensors under the head prefix ("fc." by default) are not loaded when the
 //     head is replaced: the model keeps its freshly initialised head of

@@ -113,6 +113,7 @@ struct Source {
 struct Entry {
   std::string name;
   DType dtype = DType::f32;
+  bool bf16 = false;  // stored as BF16 (2 bytes each), read as f32
   std::vector<int64_t> dims;
   uint64_t begin = 0, end = 0;
 };
@@ -165,7 +166,12 @@ class Reader {
       } catch (const std::bad_alloc&) {
         error(cat("tensor ", shown(e.name), ": cannot allocate ", e.end - e.begin, " bytes"));
       }
-      if (e.end > e.begin) src_.read(data_start_ + e.begin, t.raw_data(), size_t(e.end - e.begin));
+      if (e.bf16) {
+        widen_bf16(e, t);
+        out.widened_bf16.push_back(e.name);
+      } else if (e.end > e.begin) {
+        src_.read(data_start_ + e.begin, t.raw_data(), size_t(e.end - e.begin));
+      }
       out.tensors.emplace_back(e.name, std::move(t));
     }
     return out;
@@ -206,10 +212,13 @@ class Reader {
     const DTypeInfo* info = nullptr;
     for (const DTypeInfo& d : kDTypes)
       if (dtype.as_string() == d.name) info = &d;
-    if (!info)
+    e.bf16 = dtype.as_string() == "BF16";
+    if (!info && !e.bf16)
       tensor_error(name, cat("dtype ", shown(dtype.as_string()),
-                             " is not supported (ember reads F32, F64, F16, I32, I64, U8)"));
-    e.dtype = info->dtype;
+                             " is not supported (ember reads F32, F64, F16, BF16 (as F32), I32, I64, U8)"));
+    e.dtype = e.bf16 ? DType::f32 : info->dtype;
+    const char* stored = e.bf16 ? "BF16" : dtype_name(e.dtype);
+    const uint64_t element_bytes = e.bf16 ? 2 : uint64_t(dtype_size(e.dtype));
 
     const json::Value& shape = field(name, value, "shape");
     if (!shape.is_array()) tensor_error(name, cat("\"shape\" is a JSON ", json::type_name(shape.type()), ", not an array"));
@@ -226,8 +235,8 @@ class Reader {
       if (__builtin_mul_overflow(numel, uint64_t(d), &numel) || numel > uint64_t(INT64_MAX))
         tensor_error(name, cat("shape ", dims_str(e.dims), " has too many elements (more than 2^63 - 1)"));
     uint64_t nbytes = 0;
-    if (__builtin_mul_overflow(numel, uint64_t(dtype_size(e.dtype)), &nbytes))
-      tensor_error(name, cat("shape ", dims_str(e.dims), " ", dtype_name(e.dtype), " needs more bytes than fit in 64 bits"));
+    if (__builtin_mul_overflow(numel, element_bytes, &nbytes))
+      tensor_error(name, cat("shape ", dims_str(e.dims), " ", stored, " needs more bytes than fit in 64 bits"));
 
     const json::Value& offsets = field(name, value, "data_offsets");
     const bool pair = offsets.is_array() && offsets.as_array().size() == 2 && offsets.as_array()[0].is_int() &&
@@ -243,8 +252,17 @@ class Reader {
       tensor_error(name, cat(shown, " go past the end of the data section (", data_size_, " bytes)"));
     if (e.end - e.begin != nbytes)
       tensor_error(name, cat(shown, " hold ", e.end - e.begin, " bytes, shape ", dims_str(e.dims), " ",
-                             dtype_name(e.dtype), " needs ", nbytes));
+                             stored, " needs ", nbytes));
     return e;
+  }
+
+  // BF16 is the top half of an f32: widening is exact (NaN payloads kept).
+  void widen_bf16(const Entry& e, Tensor& t) const {
+    const size_t n = size_t(t.numel());
+    std::vector<uint16_t> half(n);
+    if (n > 0) src_.read(data_start_ + e.begin, half.data(), n * 2);
+    uint32_t* out = static_cast<uint32_t*>(t.raw_data());
+    for (size_t i = 0; i < n; ++i) out[i] = uint32_t(half[i]) << 16;
   }
 
   // The tensors must tile the data section exactly, as the reference reader requires.

@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 
 #include "apps/common/fit.h"
@@ -117,6 +118,60 @@ TEST_CASE("pretrained: module. prefix, F16 weights and absent num_batches_tracke
     for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]) - std::ldexp(std::abs(b[i]), -11));
     CAPTURE(name);
     CHECK(worst <= std::ldexp(1.0, -25));
+  }
+}
+
+TEST_CASE("pretrained: a BF16 file (timm, Hugging Face) loads, widened exactly, and says so") {
+  TempDir dir;
+  Generator g1(20), g2(21);
+  net::ResNet source(small_imagenet_style(18, 4), g1);
+  // The BF16 file by hand: the top 16 bits of every f32 value.
+  std::string header = "{";
+  std::vector<uint8_t> data;
+  std::map<std::string, std::vector<float>> expected;
+  for (auto& [name, t] : source.state()) {
+    const bool floating = t->dtype() == DType::f32;
+    const auto v = values(*t);
+    header += cat(header.size() > 1 ? "," : "", "\"", name, "\":{\"dtype\":\"", floating ? "BF16" : "I64",
+                  "\",\"shape\":[");
+    for (int d = 0; d < t->ndim(); ++d) header += cat(d ? "," : "", t->shape()[d]);
+    const size_t begin = data.size();
+    for (double x : v) {
+      if (floating) {
+        uint32_t u;
+        const float f = float(x);
+        std::memcpy(&u, &f, 4);
+        const uint16_t top = uint16_t(u >> 16);
+        data.push_back(uint8_t(top)), data.push_back(uint8_t(top >> 8));
+        const uint32_t back = uint32_t(top) << 16;
+        float g;
+        std::memcpy(&g, &back, 4);
+        expected[name].push_back(g);
+      } else {
+        const int64_t n = int64_t(x);
+        for (int b = 0; b < 8; ++b) data.push_back(uint8_t(uint64_t(n) >> (8 * b)));
+      }
+    }
+    header += cat("],\"data_offsets\":[", begin, ",", data.size(), "]}");
+  }
+  header += "}";
+  std::vector<uint8_t> bytes(8);
+  for (int i = 0; i < 8; ++i) bytes[size_t(i)] = uint8_t(uint64_t(header.size()) >> (8 * i));
+  bytes.insert(bytes.end(), header.begin(), header.end());
+  bytes.insert(bytes.end(), data.begin(), data.end());
+  ember::testing::write_bytes(dir.file("bf16.safetensors"), bytes);
+
+  net::ResNet target(small_imagenet_style(18, 4), g2);
+  const net::PretrainedReport r = net::load_pretrained(dir.file("bf16.safetensors"), target, {.replace_head = false});
+  CHECK(r.converted_from == "BF16");
+  CHECK(r.converted == int64_t(expected.size()));
+  CHECK(contains(r.describe(), "converted from BF16"));
+  for (auto& [name, t] : target.state()) {
+    if (!expected.count(name)) continue;
+    CAPTURE(name);
+    const auto got = values(*t);
+    std::vector<float> as_float(got.begin(), got.end());
+    CHECK(as_float == expected.at(name));
   }
 }
 
@@ -379,7 +434,8 @@ TEST_CASE("pretrained: the safetensors seed corpus loads, or fails in one line n
       {"conv_bn.safetensors", ""},
       {"half_module.safetensors", ""},
       {"empty_tensor.safetensors", ""},
-      {"bad_dtype.safetensors", "dtype \"BF16\" is not supported"},
+      {"bf16.safetensors", ""},
+      {"bad_dtype.safetensors", "dtype \"F8_E4M3\" is not supported"},
       {"overlap.safetensors", "overlap tensor \"a\""},
       {"header_lies.safetensors", "points past the end of the file"},
       {"truncated.safetensors", "go past the end of the data section"},

@@ -445,6 +445,7 @@ TEST_CASE("safetensors: every truncation of a file is an error, never a crash") 
 
 TEST_CASE("safetensors: hostile headers are rejected with a clear message") {
   const std::vector<uint8_t> d16(16, 0);
+  const std::vector<uint8_t> d8(8, 0);
   auto check = [](const std::vector<uint8_t>& file, const std::string& part) {
     const std::string msg = error_of([&] { parse(file); });
     INFO("message: " << msg);
@@ -495,8 +496,10 @@ TEST_CASE("safetensors: hostile headers are rejected with a clear message") {
     check(make_file("{\"w\":" + entry("\"F32\"", "[4]", "{}") + "}", d16), "\"data_offsets\" is not an array");
   }
   SUBCASE("dtypes") {
-    check(make_file("{\"w\":" + entry("\"BF16\"", "[8]", "[0,16]") + "}", d16),
-          "tensor \"w\": dtype \"BF16\" is not supported (ember reads F32, F64, F16, I32, I64, U8)");
+    check(make_file("{\"w\":" + entry("\"F8_E4M3\"", "[8]", "[0,8]") + "}", d8),
+          "tensor \"w\": dtype \"F8_E4M3\" is not supported (ember reads F32, F64, F16, BF16 (as F32), I32, I64, U8)");
+    check(make_file("{\"w\":" + entry("\"BF16\"", "[8]", "[0,8]") + "}", d8),
+          "tensor \"w\": data_offsets [0, 8] hold 8 bytes, shape [8] BF16 needs 16");
     check(make_file("{\"w\":" + entry("\"f32\"", "[4]", "[0,16]") + "}", d16), "dtype \"f32\" is not supported");
     check(make_file("{\"w\":" + entry("\"\"", "[4]", "[0,16]") + "}", d16), "dtype \"\" is not supported");
   }
@@ -562,7 +565,7 @@ TEST_CASE("safetensors: hostile headers are rejected with a clear message") {
     CHECK(parse(make_file("{\"__metadata__\":{\"a\":\"1\"}}", {}, false)).metadata.at("a") == "1");  // unpadded is fine
   }
   SUBCASE("names in messages stay on one line and short") {
-    check(make_file("{\"a\\nb\":" + entry("\"BF16\"", "[8]", "[0,16]") + "}", d16), "tensor \"a\\nb\": dtype");
+    check(make_file("{\"a\\nb\":" + entry("\"Q4\"", "[8]", "[0,16]") + "}", d16), "tensor \"a\\nb\": dtype");
     const std::string long_name(100000, 'n');
     const std::string msg = error_of([&] { parse(make_file("{\"" + long_name + "\":[]}", {})); });
     CHECK(contains(msg, "tensor \"" + std::string(200, 'n') + "\"...: entry is a JSON array"));
@@ -727,4 +730,29 @@ TEST_CASE("file_io: atomic writes replace the file or leave it untouched") {
     REQUIRE(::truncate(path.c_str(), 3) == 0);
     CHECK_ERROR_HAS(r.read_at(0, buf, 11), "unexpected end of file");
   }
+}
+
+TEST_CASE("safetensors: BF16 tensors are read as f32, exactly") {
+  // BF16 bits: 1.0, -3.0, the smallest normal, +inf, a NaN, -0.0; and the
+  // top halves of two f32 values that are not exact in BF16.
+  const std::vector<uint16_t> bits = {0x3f80, 0xc040, 0x0080, 0x7f80, 0x7fc1, 0x8000, 0x4049, 0xbdcc};
+  std::vector<uint8_t> data(bits.size() * 2);
+  std::memcpy(data.data(), bits.data(), data.size());
+  const std::string header = "{\"w\":{\"dtype\":\"BF16\",\"shape\":[2,4],\"data_offsets\":[0,16]}}";
+  std::vector<uint8_t> bytes(8);
+  for (int i = 0; i < 8; ++i) bytes[size_t(i)] = uint8_t(uint64_t(header.size()) >> (8 * i));
+  bytes.insert(bytes.end(), header.begin(), header.end());
+  bytes.insert(bytes.end(), data.begin(), data.end());
+  const SafetensorsFile f = parse_safetensors(bytes.data(), bytes.size(), "bf16.safetensors");
+  REQUIRE(f.tensors.size() == 1);
+  const Tensor& t = f.tensors[0].second;
+  CHECK(t.dtype() == DType::f32);
+  CHECK(t.shape() == Shape{2, 4});
+  CHECK(f.widened_bf16 == std::vector<std::string>{"w"});
+  const uint32_t* got = static_cast<const uint32_t*>(t.raw_data());
+  for (size_t i = 0; i < bits.size(); ++i) CHECK(got[i] == uint32_t(bits[i]) << 16);
+  CHECK(t.data<float>()[0] == 1.0f);
+  CHECK(t.data<float>()[1] == -3.0f);
+  CHECK(std::isinf(t.data<float>()[3]));
+  CHECK(std::isnan(t.data<float>()[4]));
 }

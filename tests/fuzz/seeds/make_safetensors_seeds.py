@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of the safetensors parser (net/safetensors.cpp) for
-fuzzing: small valid files covering what pretrained files hold (F32, F16, I64
+fuzzing: small valid files covering what pretrained files hold (F32, F16, BF16, I64
 scalars, metadata, a "module." prefix, an empty tensor) and a few near-misses
 (unknown dtype, overlapping offsets, a header that lies about its length, a
 truncated tensor) that the parser must refuse with one line.
@@ -37,7 +37,8 @@ seeds = {
         ("module.fc.weight", "F16", [2, 2], f16(1, 2, 3, 4), None),
         ("module.fc.bias", "F16", [2], f16(0, 1), None)]),
     "empty_tensor.safetensors": build([("fc.bias", "F32", [0], b"", None)], {}),
-    "bad_dtype.safetensors": build([("fc.weight", "BF16", [2], b"\0\0\0\0", None)]),
+    "bad_dtype.safetensors": build([("fc.weight", "F8_E4M3", [2], b"\0\0", None)]),
+    "bf16.safetensors": build([("fc.weight", "BF16", [2], struct.pack("<2H", 0x3f80, 0xc040), None)]),
     "overlap.safetensors": build([("a", "F32", [1], f32(1), [0, 4]), ("b", "F32", [1], f32(2), [0, 4])]),
     "header_lies.safetensors": build([("a", "F32", [2], f32(1, 2), None)], header_len_delta=64),
     "truncated.safetensors": build([("a", "F32", [4], f32(1, 2, 3, 4), None)], cut=6),
