@@ -185,9 +185,10 @@ std::string load_error(const std::string& path, net::Module& model, const std::v
 // Everything PyTorch computed for one narrow net, against ember running in
 // `dtype`: f32 within issue 11's tolerances; f64 within kF64Tol, which only the
 // F32 rounding of the stored references limits. Narrow Bottleneck nets in train
-// mode on a batch of 2 are ill-conditioned in f32 (PyTorch's own f32 gradients
-// are off by 3e-4 here and by 1e-3 to 1e-2 for most other seeds), so the f64
-// run is what shows that the train-mode computation is exact.
+// mode on small batches are ill-conditioned in f32 (PyTorch's own f32
+// gradients are off by 1.5e-4 here, and by up to 1e-2 for other seeds and
+// batches: see the generator), so the f64 run is what shows that the
+// train-mode computation is exact.
 constexpr double kF64Tol = 1e-6;
 
 void check_against_pytorch(const Fixture& fx, DType dtype) {
@@ -366,7 +367,7 @@ TEST_CASE("torchvision parity: a replaced head keeps the model's fresh fc, every
   CHECK(same_values(model.fc->weight, fresh.fc->weight));
   CHECK(same_values(model.fc->bias, fresh.fc->bias));
   CHECK(same_values(model.conv1->weight, get(load_safetensors(kResNet18.state()), "conv1.weight")));
-  CHECK(eval_logits(model, get(ref, "input")).shape() == Shape{2, 5});
+  CHECK(eval_logits(model, get(ref, "input")).shape() == Shape{4, 5});
 }
 
 TEST_CASE("torchvision parity: infer_resnet_config reads depth, width, stem, channels and classes") {
