@@ -378,12 +378,7 @@ int run(int argc, char** argv) {
   resolve_input_size(s, file.metadata);
   const apps::InputStats stats =
       apps::resolve_input_stats(s.rgb_mean, s.rgb_std, file.metadata, s.model, int(shape.in_channels));
-  net::ResNetConfig cfg;
-  cfg.num_layers = shape.num_layers;
-  cfg.width = shape.width;
-  cfg.stem_kernel = shape.stem_kernel;
-  cfg.in_channels = shape.in_channels;
-  cfg.num_classes = shape.num_classes;
+  net::ResNetConfig cfg = shape.config();
   cfg.image_size = s.image_size;
   cfg.input_norm = apps::channel_norm(stats);
   Generator gen(0);

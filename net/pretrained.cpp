@@ -131,6 +131,16 @@ PretrainedReport load_pretrained(const SafetensorsFile& file, const std::string&
   return report;
 }
 
+ResNetConfig InferredResNet::config() const {
+  ResNetConfig c;
+  c.num_layers = num_layers;
+  c.width = width;
+  c.stem_kernel = stem_kernel;
+  c.in_channels = in_channels;
+  c.num_classes = num_classes;
+  return c;
+}
+
 InferredResNet infer_resnet_config(const SafetensorsFile& file, const std::string& path, const std::string& head_prefix) {
   InferredResNet r;
   // Names without a DataParallel "module." prefix.

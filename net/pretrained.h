@@ -62,6 +62,9 @@ struct InferredResNet {
   int64_t in_channels = 0;   // conv1's input channels
   int64_t num_classes = 0;   // rows of <head>weight (0 when the head is absent)
   bool bottleneck = false;
+  // The ResNetConfig of this structure (image_size and input_norm left at
+  // their defaults for the caller to set).
+  ResNetConfig config() const;
 };
 // Errors (naming `path`) when the names are not a torchvision ResNet's or
 // the block counts are not a depth ember builds.

@@ -245,6 +245,15 @@ TEST_CASE("pretrained: the structure is read from the names and shapes") {
     CHECK(r.in_channels == c.in_channels);
     CHECK(r.num_classes == c.classes);
     CHECK(r.bottleneck == (c.layers >= 50));
+    // The config it gives builds a model with the same state names and shapes.
+    Generator gen2(1);
+    net::ResNet rebuilt(r.config(), gen2);
+    const auto a = model.state(), b = rebuilt.state();
+    REQUIRE(a.size() == b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      CHECK(a[i].first == b[i].first);
+      CHECK(a[i].second->shape() == b[i].second->shape());
+    }
   }
   SafetensorsFile not_resnet;
   not_resnet.tensors.emplace_back("encoder.weight", Tensor::zeros({2, 2}));
