@@ -16,7 +16,10 @@
 #include "apps/common/distributed.h"
 #include "apps/common/nccl_factory.h"
 #include "apps/common/train_program.h"
+#include <filesystem>
+
 #include "net/checkpoint.h"
+#include "net/finetune.h"
 #include "net/pretrained.h"
 
 namespace {
@@ -48,8 +51,20 @@ void declare(apps::Flags& f, FineTuneSettings& s) {
   f.add("backbone-lr-mult", &s.backbone_lr_mult, "the backbone's learning rate is --lr times this (e.g. 0.1)");
 }
 
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool file_exists(const std::string& path) { return std::filesystem::is_regular_file(path); }
+
 void validate(const FineTuneSettings& s) {
   EMBER_CHECK(!s.pretrained_model.empty(), "--pretrained-model is required (a .safetensors file or a model prefix)");
+  EMBER_CHECK(s.pretrained_epoch == 0 || !ends_with(s.pretrained_model, ".safetensors"), "--pretrained-epoch ",
+              s.pretrained_epoch, " takes a model prefix (ck/pre for ck/pre-0004.safetensors), not the file ",
+              s.pretrained_model);
+  EMBER_CHECK(s.pretrained_epoch > 0 || file_exists(s.pretrained_model) ||
+                  ends_with(s.pretrained_model, ".safetensors"),
+              s.pretrained_model, ": no such file (for an ember --model-prefix, add --pretrained-epoch E)");
   EMBER_CHECK(s.pretrained_epoch >= 0, "--pretrained-epoch must be >= 0");
   EMBER_CHECK(!s.head_prefix.empty(), "--head-prefix must not be empty");
   EMBER_CHECK(s.unfreeze_epoch >= 0, "--unfreeze-epoch must be >= 0");
@@ -61,13 +76,36 @@ void configure(FineTuneSettings& s, net::ResNetConfig& cfg, const apps::Training
   s.path = s.pretrained_epoch > 0 ? net::checkpoint_path(s.pretrained_model, s.pretrained_epoch) : s.pretrained_model;
   s.file = load_safetensors(s.path);
   const net::InferredResNet r = net::infer_resnet_config(s.file, s.path, s.head_prefix);
-  EMBER_CHECK(!apps::flag_was_set("num-layers") || cfg.num_layers == r.num_layers, s.path, " holds a ResNet-",
-              r.num_layers, ", not the --num-layers ", cfg.num_layers, " asked for");
+  EMBER_CHECK(cfg.num_layers == 0 || cfg.num_layers == r.num_layers, s.path, " holds a ResNet-", r.num_layers,
+              ", not the --num-layers ", cfg.num_layers, " asked for");
+  EMBER_CHECK(r.num_classes > 0, s.path, ": no classifier ", s.head_prefix, "weight: --head-prefix must name the ",
+              "final fully-connected layer (fc. in torchvision and timm ResNets)");
   EMBER_CHECK(r.in_channels == data.channels, s.path, " takes ", r.in_channels, "-channel input but the data has ",
               data.channels, " channels", data.channels == 1 ? "" : " (record data: --image-shape sets the channels)");
   cfg.num_layers = r.num_layers;
   cfg.width = r.width;
   cfg.stem_kernel = r.stem_kernel;
+  // The backbone learnt on inputs normalised its way: keep that normalisation
+  // (an ember checkpoint records it) unless the flags say otherwise.
+  const auto mean = s.file.metadata.find("input_mean"), std = s.file.metadata.find("input_std");
+  if (mean != s.file.metadata.end() && std != s.file.metadata.end() && !apps::flag_was_set("rgb-mean") &&
+      !apps::flag_was_set("rgb-std")) {
+    const std::vector<double> m = apps::parse_number_list(mean->second, "input_mean metadata");
+    const std::vector<double> d = apps::parse_number_list(std->second, "input_std metadata");
+    EMBER_CHECK(int64_t(m.size()) == r.in_channels && int64_t(d.size()) == r.in_channels, s.path,
+                ": metadata input_mean/input_std hold ", m.size(), " and ", d.size(), " values for ", r.in_channels,
+                " input channels");
+    ChannelNorm n;
+    n.channels = int(r.in_channels);
+    for (size_t c = 0; c < m.size(); ++c) {
+      EMBER_CHECK(d[c] > 0, s.path, ": metadata input_std holds a non-positive value");
+      n.mean[c] = float(m[c] / 255.0);
+      n.inv_std[c] = float(255.0 / d[c]);
+    }
+    cfg.input_norm = n;
+    std::fprintf(log, "pretrained: input normalisation from the file: mean %s, std %s (0-255)\n", mean->second.c_str(),
+                 std->second.c_str());
+  }
   std::fprintf(log, "pretrained: %s: ResNet-%d (%s, width %lld, %dx%d stem, %lld-channel input%s)\n", s.path.c_str(),
                r.num_layers, r.bottleneck ? "bottleneck" : "basic blocks", (long long)r.width, r.stem_kernel,
                r.stem_kernel, (long long)r.in_channels,
@@ -86,6 +124,10 @@ void prepare(FineTuneSettings& s, net::ResNet& model, bool resuming, apps::FitOp
                  s.head_prefix.c_str(), (long long)model.config().num_classes);
   }
   s.file = SafetensorsFile();  // the weights are in the model now
+  // Only the classifier can be replaced: --head-prefix must select the fc layer and nothing else.
+  for (auto& p : model.named_parameters())
+    EMBER_CHECK(!net::in_head(p.name, s.head_prefix) || p.name.rfind("fc.", 0) == 0, "--head-prefix ", s.head_prefix,
+                " selects ", p.name, ", which is not the classifier: the head is the final fully-connected layer (fc.)");
   fo.finetune.head_prefix = s.head_prefix;
   fo.finetune.freeze_backbone = s.freeze_backbone;
   fo.finetune.unfreeze_epoch = s.unfreeze_epoch;
@@ -106,6 +148,7 @@ int main(int argc, char** argv) {
 #endif
     // Shorter and gentler than training from scratch: the features exist already.
     program.defaults = [](apps::TrainSettings& s) {
+      s.num_layers = 0;  // the pretrained file's
       s.num_epochs = 5;
       s.lr = 0.05;
       s.label_smoothing = 0.0;

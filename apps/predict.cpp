@@ -129,7 +129,7 @@ Device select_device(const Settings& s) {
   return Device::cuda(index);
 #else
   (void)index;
-  fail("--gpus: this build of ember has no CUDA (nvcc was not found when it was built)");
+  fail("--gpus: this build of ember has no CUDA (it was built with CUDA=0, or without nvcc on the PATH)");
 #endif
 }
 

@@ -40,7 +40,8 @@ ImageSet subset(const ImageSet& set, int64_t first, int64_t count) {
 
 ImageSet select_classes(const ImageSet& set, const std::vector<int>& classes) {
   check_image_set(set);
-  EMBER_CHECK(!classes.empty(), set.name, ": no classes selected");
+  EMBER_CHECK(classes.size() >= 2, set.name, ": select at least 2 classes (a classifier of ", classes.size(),
+              " class learns nothing)");
   std::vector<int> new_label(size_t(set.num_classes), -1);
   std::string list;
   for (size_t i = 0; i < classes.size(); ++i) {

@@ -146,6 +146,8 @@ InferredResNet infer_resnet_config(const SafetensorsFile& file, const std::strin
   // Names without a DataParallel "module." prefix.
   std::map<std::string, const Tensor*> by_name;
   for (const auto& [name, t] : file.tensors) by_name[starts_with(name, "module.") ? name.substr(7) : name] = &t;
+  EMBER_CHECK(file.tensors.empty() || !starts_with(file.tensors.front().first, "momentum."), path,
+              " holds optimizer state (momentum.*: a .states.safetensors file), not a model");
   const auto conv1 = by_name.find("conv1.weight");
   EMBER_CHECK(conv1 != by_name.end() && conv1->second->ndim() == 4, path,
               ": no 4-d conv1.weight, so not a ResNet with torchvision's names");

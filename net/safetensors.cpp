@@ -129,9 +129,11 @@ class Reader {
     uint64_t n = 0;
     for (int i = 0; i < 8; ++i) n |= uint64_t(len[i]) << (8 * i);
     if (n > kSafetensorsMaxHeader)
-      error(cat("header length ", n, " exceeds the limit of ", kSafetensorsMaxHeader, " bytes"));
+      error(cat("header length ", n, " exceeds the limit of ", kSafetensorsMaxHeader,
+                " bytes (is this a safetensors file?)"));
     if (n > src_.size - 8)
-      error(cat("header length ", n, " points past the end of the file (", src_.size, " bytes)"));
+      error(cat("header length ", n, " points past the end of the file (", src_.size,
+                " bytes; truncated, or not a safetensors file)"));
     std::string text(size_t(n), '\0');
     src_.read(8, text.data(), text.size());
     data_start_ = 8 + n;

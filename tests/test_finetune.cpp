@@ -352,7 +352,8 @@ TEST_CASE("data: select_classes keeps the listed classes, relabelled in the orde
   CHECK(s.labels == std::vector<int64_t>{1, 0, 0});
   CHECK(s.name == "toy{2,0}");
   CHECK(contains(error_of([&] { data::select_classes(set, {1, 1}); }), "class 1 is selected twice"));
-  CHECK(contains(error_of([&] { data::select_classes(set, {4}); }), "class 4 is not in [0, 4)"));
+  CHECK(contains(error_of([&] { data::select_classes(set, {0, 4}); }), "class 4 is not in [0, 4)"));
+  CHECK(contains(error_of([&] { data::select_classes(set, {3}); }), "select at least 2 classes"));
 }
 
 TEST_CASE("fit: top-5 accuracy counts ties against the label") {

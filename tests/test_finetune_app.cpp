@@ -93,6 +93,7 @@ TEST_CASE("finetune_resnet: features pretrained on classes 0-4 beat random ones 
   CHECK(contains(ft_log, "pretrained: " + pretrained + ": ResNet-8 (basic blocks, width 16, 3x3 stem, 1-channel input, 5-class head)"));
   CHECK(contains(ft_log, "pretrained: loaded 54 tensors; head not loaded: fc.bias, fc.weight; new head fc.* for 5 classes"));
   CHECK(contains(ft_log, "Epoch[0] Backbone frozen: 27 tensors"));
+  CHECK(contains(ft_log, "pretrained: input normalisation from the file: mean 72.93, std 90.015 (0-255)"));
   CHECK(contains(ft_log, "its 9 batch norms keep their running statistics"));
   // The fine-tuned checkpoint says what it is, and its backbone is the pretrained one.
   const SafetensorsFile tuned = load_safetensors(net::checkpoint_path(dir.file("ft"), 2));
@@ -173,6 +174,16 @@ TEST_CASE("finetune_resnet: a file that does not fit is one clear line") {
   argv.insert(argv.end(), data.begin(), data.end());
   out = run(argv, dir, "rgb", 1);
   CHECK(contains(last_line(out), "takes 3-channel input but the data has 1 channels"));
+
+  // --head-prefix must name the classifier; --pretrained-epoch takes a prefix; a prefix needs an epoch.
+  argv = {program("finetune_resnet"), "--pretrained-model", path, "--head-prefix", "layer3."};
+  argv.insert(argv.end(), data.begin(), data.end());
+  out = run(argv, dir, "head_prefix", 1);
+  CHECK(contains(last_line(out), "no classifier layer3.weight: --head-prefix must name the final fully-connected layer"));
+  out = run({program("finetune_resnet"), "--pretrained-model", path, "--pretrained-epoch", "2"}, dir, "epoch_file", 1);
+  CHECK(contains(last_line(out), "--pretrained-epoch 2 takes a model prefix"));
+  out = run({program("finetune_resnet"), "--pretrained-model", dir.file("ck/pre")}, dir, "prefix_only", 1);
+  CHECK(contains(last_line(out), "no such file (for an ember --model-prefix, add --pretrained-epoch E)"));
 
   // A torchvision file whose block names are wrong for the structure it claims.
   std::vector<std::pair<std::string, Tensor>> tensors;

@@ -65,6 +65,7 @@ TEST_CASE("flags: one-line errors name the flag") {
   CHECK_THROWS_WITH_AS(parse(f, {"--batch-size"}), doctest::Contains("--batch-size needs a value"), Error);
   CHECK_THROWS_WITH_AS(parse(f, {"--benchmark=yes"}), doctest::Contains("expected 0 or 1"), Error);
   CHECK_THROWS_WITH_AS(parse(f, {"--benchmark", "yes"}), doctest::Contains("unexpected argument 'yes'"), Error);
+  CHECK_THROWS_WITH_AS(parse(f, {"--benchmark", "2"}), doctest::Contains("--benchmark: expected 0 or 1, got '2'"), Error);
   CHECK_THROWS_WITH_AS(parse(f, {"stray"}), doctest::Contains("unexpected argument 'stray'"), Error);
   CHECK_THROWS_WITH_AS(parse(f, {"--lr-step-epochs", "30,x"}), doctest::Contains("'x' is not an integer"), Error);
 }

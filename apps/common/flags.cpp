@@ -158,7 +158,9 @@ bool Flags::parse(int argc, char** argv) {
     }
     if (!has_value && f->kind == Kind::boolean) {
       const std::string next = i + 1 < argc ? argv[i + 1] : "";
-      const bool literal = next == "0" || next == "1" || next == "true" || next == "false";
+      // A number after a boolean is meant as its value (so "--json 2" says 0 or 1, not "unexpected argument").
+      const bool numeric = !next.empty() && next.find_first_not_of("0123456789.-+") == std::string::npos;
+      const bool literal = next == "true" || next == "false" || numeric;
       value = literal ? next : "1";  // a bare boolean flag is on
       if (literal) ++i;
     } else if (!has_value) {

@@ -16,6 +16,12 @@ namespace {
 
 const Flags* program_flags = nullptr;
 
+std::string fixed6(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.6f", v);
+  return buf;
+}
+
 // "123.675,116.28,103.53": the normalisation's mean (or std) in 0-255, for checkpoint metadata.
 std::string norm_text(const ChannelNorm& n, bool mean) {
   std::string s;
@@ -178,8 +184,8 @@ int run_train_program(const TrainProgram& program, int argc, char** argv) {
       {"stem_kernel", std::to_string(model.conv1->weight.shape()[2])},
       {"image_size", std::to_string(d->image_size)},
       {"val_resize", std::to_string(d->val_resize)},
-      {"input_mean", norm_text(d->norm, true)},
-      {"input_std", norm_text(d->norm, false)},
+      {"input_mean", norm_text(cfg.input_norm, true)},
+      {"input_std", norm_text(cfg.input_norm, false)},
       {"dataset", s.data_train.empty() ? s.dataset : s.data_train},
       {"producer", cat("ember ", program.name)}};
   fo.checkpoint_metadata.insert(fo.checkpoint_metadata.begin(), produced.begin(), produced.end());
@@ -190,9 +196,12 @@ int run_train_program(const TrainProgram& program, int argc, char** argv) {
   }
   if (env.world > 1) fo.checkpoint_metadata.push_back({"world_size", std::to_string(env.world)});
   const FitResult r = fit(model, *d->train, d->val.get(), fo);
-  std::fprintf(out, "Finished %d epochs in %.1f s: Train-accuracy=%.6f Validation-accuracy=%.6f%s\n",
-               s.num_epochs - s.load_epoch, r.seconds, r.train_accuracy, r.validation_accuracy,
-               r.validation_top5 >= 0 ? cat(" Validation-top_k_accuracy_5=", r.validation_top5).c_str() : "");
+  std::string validation;
+  if (r.validation_accuracy >= 0) validation += cat(" Validation-accuracy=", fixed6(r.validation_accuracy));
+  if (r.validation_top5 >= 0) validation += cat(" Validation-top_k_accuracy_5=", fixed6(r.validation_top5));
+  const int epochs = s.num_epochs - s.load_epoch;
+  std::fprintf(out, "Finished %d epoch%s in %.1f s: Train-accuracy=%.6f%s\n", epochs, epochs == 1 ? "" : "s",
+               r.seconds, r.train_accuracy, validation.c_str());
   if (env.world > 1 && r.comm.steps > 0)
     std::fprintf(out, "All-reduce: %.1f ms per step, %.1f ms of it exposed (%.0f%% hidden behind backward)\n",
                  1e3 * r.comm.comm_seconds / double(r.comm.steps), 1e3 * r.comm.exposed_seconds / double(r.comm.steps),

@@ -12,7 +12,9 @@ namespace ember::apps {
 void declare_train_flags(Flags& f, TrainSettings& s) {
   f.group("model");
   f.add("network", &s.network, "network family (resnet)");
-  f.add("num-layers", &s.num_layers, "depth: 18, 34, 50, 101, 152 (ImageNet-style) or 20, 32, 44, 56, 110 (CIFAR-style)");
+  f.add("num-layers", &s.num_layers,
+        "depth: 18, 34, 50, 101, 152 (ImageNet-style) or 6n+2: 8, 14, 20, 32, 44, 56, 110 (CIFAR-style); "
+        "finetune_resnet: 0 takes the pretrained file's");
   f.add("num-classes", &s.num_classes, "classes of the classifier (0: from the data set)");
   f.add("zero-init-residual", &s.zero_init_residual, "start the last BN of every block at gamma = 0 (Goyal et al.)");
   f.group("data");
@@ -33,8 +35,11 @@ void declare_train_flags(Flags& f, TrainSettings& s) {
   f.add("max-random-aspect-ratio", &s.max_random_aspect_ratio, "random-resized-crop: largest aspect ratio");
   f.add("val-resize", &s.val_resize, "record data: validation short side before the centre crop (0: size * 8/7)");
   f.add("skip-bad", &s.skip_bad, "1: count and skip corrupt records instead of stopping");
-  f.add("rgb-mean", &s.rgb_mean, "per-channel mean in 0-255 (default: the data set's; ImageNet's for 3 channels)");
-  f.add("rgb-std", &s.rgb_std, "per-channel standard deviation in 0-255");
+  f.add("rgb-mean", &s.rgb_mean,
+        "per-channel mean in 0-255 (default: a pretrained file's; else the data set's: Fashion-MNIST 72.93, "
+        "record data ImageNet's for 3 channels, 127.5 for 1)");
+  f.add("rgb-std", &s.rgb_std,
+        "per-channel standard deviation in 0-255 (default as --rgb-mean: 90.015; ImageNet's; 63.75)");
   f.add("random-crop", &s.random_crop, "random crop after zero padding by --pad-size");
   f.add("random-mirror", &s.random_mirror, "random horizontal flip");
   f.add("pad-size", &s.pad_size, "padding for --random-crop, in pixels");
@@ -84,7 +89,7 @@ Device select_device(const TrainSettings& s, int local_rank, std::FILE* out) {
   return Device::cuda(index);
 #else
   (void)out, (void)index;
-  fail("--gpus: this build of ember has no CUDA (nvcc was not found when it was built)");
+  fail("--gpus: this build of ember has no CUDA (it was built with CUDA=0, or without nvcc on the PATH)");
 #endif
 }
 
