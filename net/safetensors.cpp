@@ -133,7 +133,7 @@ class Reader {
                 " bytes (is this a safetensors file?)"));
     if (n > src_.size - 8)
       error(cat("header length ", n, " points past the end of the file (", src_.size,
-                " bytes; truncated, or not a safetensors file)"));
+                " bytes): truncated, or not a safetensors file"));
     std::string text(size_t(n), '\0');
     src_.read(8, text.data(), text.size());
     data_start_ = 8 + n;

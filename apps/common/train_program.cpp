@@ -199,9 +199,9 @@ int run_train_program(const TrainProgram& program, int argc, char** argv) {
   std::string validation;
   if (r.validation_accuracy >= 0) validation += cat(" Validation-accuracy=", fixed6(r.validation_accuracy));
   if (r.validation_top5 >= 0) validation += cat(" Validation-top_k_accuracy_5=", fixed6(r.validation_top5));
-  const int epochs = s.num_epochs - s.load_epoch;
-  std::fprintf(out, "Finished %d epoch%s in %.1f s: Train-accuracy=%.6f%s\n", epochs, epochs == 1 ? "" : "s",
-               r.seconds, r.train_accuracy, validation.c_str());
+  // "epochs" even for one: scripts and tests read this line as it always was.
+  std::fprintf(out, "Finished %d epochs in %.1f s: Train-accuracy=%.6f%s\n", s.num_epochs - s.load_epoch, r.seconds,
+               r.train_accuracy, validation.c_str());
   if (env.world > 1 && r.comm.steps > 0)
     std::fprintf(out, "All-reduce: %.1f ms per step, %.1f ms of it exposed (%.0f%% hidden behind backward)\n",
                  1e3 * r.comm.comm_seconds / double(r.comm.steps), 1e3 * r.comm.exposed_seconds / double(r.comm.steps),
