@@ -154,7 +154,14 @@ int main(int argc, char** argv) {
       s.label_smoothing = 0.0;
     };
     program.declare_flags = [&](apps::Flags& f) { declare(f, ft); };
-    program.validate = [&](const apps::TrainSettings&) { validate(ft); };
+    program.validate = [&](const apps::TrainSettings& s) {
+      validate(ft);
+      EMBER_CHECK(ft.unfreeze_epoch < s.num_epochs, "--unfreeze-epoch ", ft.unfreeze_epoch, " is not before --num-epochs ",
+                  s.num_epochs, ": the backbone would never train (--freeze-backbone 1 trains the head alone)");
+      if (ft.backbone_lr_mult != 1.0 && ft.freeze_backbone && ft.unfreeze_epoch == 0)
+        std::fprintf(stderr, "finetune_resnet: warning: --backbone-lr-mult has no effect: the backbone stays frozen "
+                             "(add --unfreeze-epoch E to train it after the head)\n");
+    };
     program.configure = [&](net::ResNetConfig& cfg, const apps::TrainingData& d, std::FILE* log) {
       configure(ft, cfg, d, log);
     };

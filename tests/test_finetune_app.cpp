@@ -185,6 +185,11 @@ TEST_CASE("finetune_resnet: a file that does not fit is one clear line") {
   out = run({program("finetune_resnet"), "--pretrained-model", dir.file("ck/pre")}, dir, "prefix_only", 1);
   CHECK(contains(last_line(out), "no such file (for an ember --model-prefix, add --pretrained-epoch E)"));
 
+  argv = {program("finetune_resnet"), "--pretrained-model", path, "--unfreeze-epoch", "1"};
+  argv.insert(argv.end(), data.begin(), data.end());  // --num-epochs 1
+  out = run(argv, dir, "unfreeze_late", 1);
+  CHECK(contains(last_line(out), "--unfreeze-epoch 1 is not before --num-epochs 1: the backbone would never train"));
+
   // A torchvision file whose block names are wrong for the structure it claims.
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (auto& [name, t] : model.state())
