@@ -14,6 +14,7 @@
 // train_resnet's flow (apps/common/train_program.h): the same data flags,
 // fp16, --gpus, data-parallel workers, checkpoints and --load-epoch.
 #include "apps/common/distributed.h"
+#include "apps/common/input_norm.h"
 #include "apps/common/nccl_factory.h"
 #include "apps/common/train_program.h"
 #include <filesystem>
@@ -72,7 +73,8 @@ void validate(const FineTuneSettings& s) {
 }
 
 // The pretrained file decides the structure; the data decides the head.
-void configure(FineTuneSettings& s, net::ResNetConfig& cfg, const apps::TrainingData& data, std::FILE* log) {
+void configure(FineTuneSettings& s, net::ResNetConfig& cfg, const apps::TrainSettings& train,
+               const apps::TrainingData& data, std::FILE* log) {
   s.path = s.pretrained_epoch > 0 ? net::checkpoint_path(s.pretrained_model, s.pretrained_epoch) : s.pretrained_model;
   s.file = load_safetensors(s.path);
   const net::InferredResNet r = net::infer_resnet_config(s.file, s.path, s.head_prefix);
@@ -87,24 +89,11 @@ void configure(FineTuneSettings& s, net::ResNetConfig& cfg, const apps::Training
   cfg.stem_kernel = r.stem_kernel;
   // The backbone learnt on inputs normalised its way: keep that normalisation
   // (an ember checkpoint records it) unless the flags say otherwise.
-  const auto mean = s.file.metadata.find("input_mean"), std = s.file.metadata.find("input_std");
-  if (mean != s.file.metadata.end() && std != s.file.metadata.end() && !apps::flag_was_set("rgb-mean") &&
-      !apps::flag_was_set("rgb-std")) {
-    const std::vector<double> m = apps::parse_number_list(mean->second, "input_mean metadata");
-    const std::vector<double> d = apps::parse_number_list(std->second, "input_std metadata");
-    EMBER_CHECK(int64_t(m.size()) == r.in_channels && int64_t(d.size()) == r.in_channels, s.path,
-                ": metadata input_mean/input_std hold ", m.size(), " and ", d.size(), " values for ", r.in_channels,
-                " input channels");
-    ChannelNorm n;
-    n.channels = int(r.in_channels);
-    for (size_t c = 0; c < m.size(); ++c) {
-      EMBER_CHECK(d[c] > 0, s.path, ": metadata input_std holds a non-positive value");
-      n.mean[c] = float(m[c] / 255.0);
-      n.inv_std[c] = float(255.0 / d[c]);
-    }
-    cfg.input_norm = n;
-    std::fprintf(log, "pretrained: input normalisation from the file: mean %s, std %s (0-255)\n", mean->second.c_str(),
-                 std->second.c_str());
+  const auto& meta = s.file.metadata;
+  if (meta.count("input_mean") && meta.count("input_std") && train.rgb_mean.empty() && train.rgb_std.empty()) {
+    cfg.input_norm = apps::channel_norm(apps::resolve_input_stats("", "", meta, s.path, int(r.in_channels)));
+    std::fprintf(log, "pretrained: input normalisation from the file: mean %s, std %s (0-255)\n",
+                 meta.at("input_mean").c_str(), meta.at("input_std").c_str());
   }
   std::fprintf(log, "pretrained: %s: ResNet-%d (%s, width %lld, %dx%d stem, %lld-channel input%s)\n", s.path.c_str(),
                r.num_layers, r.bottleneck ? "bottleneck" : "basic blocks", (long long)r.width, r.stem_kernel,
@@ -162,9 +151,8 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "finetune_resnet: warning: --backbone-lr-mult has no effect: the backbone stays frozen "
                              "(add --unfreeze-epoch E to train it after the head)\n");
     };
-    program.configure = [&](net::ResNetConfig& cfg, const apps::TrainingData& d, std::FILE* log) {
-      configure(ft, cfg, d, log);
-    };
+    program.configure = [&](net::ResNetConfig& cfg, const apps::TrainSettings& s, const apps::TrainingData& d,
+                            std::FILE* log) { configure(ft, cfg, s, d, log); };
     program.prepare = [&](net::ResNet& model, bool resuming, apps::FitOptions& fo, std::FILE* log) {
       prepare(ft, model, resuming, fo, log);
     };

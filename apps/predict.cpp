@@ -37,15 +37,13 @@
 #include <thread>
 #include <vector>
 
-#if defined(EMBER_CUDA)
-#include "cuda/cuda_device.h"
-#endif
-
 #include "apps/common/class_names.h"
 #include "apps/common/distributed.h"
 #include "apps/common/flags.h"
+#include "apps/common/input_norm.h"
 #include "apps/common/predict_input.h"
 #include "apps/common/top_k.h"
+#include "apps/common/train_settings.h"
 #include "data/augment_rrc.h"
 #include "data/image_loader.h"
 #include "data/record_file.h"
@@ -121,16 +119,7 @@ void validate(const Settings& s, const std::vector<std::string>& images) {
 }
 
 Device select_device(const Settings& s) {
-  if (s.gpus.empty()) return Device::cpu();
-  const int index = s.gpus.front();
-#if defined(EMBER_CUDA)
-  cuda::init(index, cuda::parse_conv_backend(s.conv), /*pinned_host=*/true);
-  std::fprintf(stderr, "device: cuda:%d %s, --conv %s\n", index, cuda::device_name(index).c_str(), s.conv.c_str());
-  return Device::cuda(index);
-#else
-  (void)index;
-  fail("--gpus: this build of ember has no CUDA (it was built with CUDA=0, or without nvcc on the PATH)");
-#endif
+  return s.gpus.empty() ? Device::cpu() : apps::open_gpu(s.gpus.front(), s.conv, /*cudnn_benchmark=*/false, stderr);
 }
 
 std::string join_numbers(const std::vector<double>& v) {

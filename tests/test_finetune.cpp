@@ -22,6 +22,7 @@
 #include "net/sgd.h"
 #include "ops/ops.h"
 #include "tests/test_helpers.h"
+#include "tests/train_recipe.h"
 
 namespace finetune_test {
 
@@ -392,14 +393,8 @@ TEST_CASE("fit: top-5 accuracy counts ties against the label") {
 
 TEST_CASE("fit: --freeze-backbone with --unfreeze-epoch trains the head first, then everything (Fashion-MNIST)") {
   const data::ImageSet train = data::subset(data::load_fashion_mnist(data::kFashionMnistDir, true), 0, 256);
-  net::ResNetConfig cfg;
-  cfg.num_layers = 8;
-  cfg.num_classes = 10;
-  cfg.in_channels = 1;
-  cfg.image_size = 28;
-  cfg.input_norm.channels = 1;
-  cfg.input_norm.mean[0] = 0.286f;
-  cfg.input_norm.inv_std[0] = 1 / 0.353f;
+  net::ResNetConfig cfg = ember::testing::small_resnet_config();
+  cfg.num_layers = 8;  // the integration tests' model, shallower: this test is about which tensors move
   Generator gen(13);
   net::ResNet model(cfg, gen);
   data::BatchIterator::Options io;

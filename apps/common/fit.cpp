@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <sys/stat.h>
 
+#include "apps/common/top_k.h"
 #include "engine/autograd.h"
 #include "net/checkpoint.h"
 #include "net/dist/data_parallel.h"
@@ -29,20 +30,20 @@ int64_t count_correct(const Tensor& logits, const Tensor& labels_host) {
   return correct;
 }
 
-// Rows whose label is among the k largest logits: fewer than k others are
-// strictly larger (a tie with the label's logit counts against it).
-int64_t count_top_k(const Tensor& logits, const Tensor& labels_host, int64_t k) {
-  const Tensor l = logits.dtype() == DType::f32 ? logits.to(Device::cpu()) : ops::cast(logits, DType::f32).to(Device::cpu());
+// Rows whose label is the best logit / among the 5 best (apps::in_top_k's
+// rule), from one host copy of the logits.
+struct TopHits {
+  int64_t top1 = 0, top5 = 0;
+};
+TopHits count_top_hits(const Tensor& logits, const Tensor& labels_host) {
+  const Tensor l = (logits.dtype() == DType::f32 ? logits : ops::cast(logits, DType::f32)).to(Device::cpu());
   const int64_t n = l.shape()[0], classes = l.shape()[1];
-  const float* p = l.data<float>();
   const int64_t* y = labels_host.data<int64_t>();
-  int64_t hits = 0;
+  TopHits hits;
   for (int64_t i = 0; i < n; ++i) {
-    const float* row = p + i * classes;
-    const float target = row[y[i]];
-    int64_t above = 0;
-    for (int64_t c = 0; c < classes; ++c) above += row[c] > target || (c != y[i] && row[c] == target);
-    hits += above < k;
+    const float* row = l.data<float>() + i * classes;
+    hits.top1 += in_top_k(row, classes, 1, y[i]);
+    hits.top5 += in_top_k(row, classes, 5, y[i]);
   }
   return hits;
 }
@@ -72,8 +73,9 @@ Accuracy evaluate_accuracy(net::Module& model, BatchSource& source, Device devic
   int64_t classes = 0;
   while (source.next(b)) {
     const Tensor logits = model(b.images.to(device));
-    correct += double(count_correct(logits, b.labels));
-    top5 += double(count_top_k(logits, b.labels, 5));
+    const TopHits hits = count_top_hits(logits, b.labels);
+    correct += double(hits.top1);
+    top5 += double(hits.top5);
     total += double(b.size);
     classes = logits.shape()[1];
   }

@@ -82,7 +82,7 @@ struct FitResult {
 // source, or over a whole in-memory set. With a communicator, each rank
 // evaluates its own shard and the counts are summed over ranks.
 struct Accuracy {
-  double top1 = 0, top5 = 0;  // top5: the label among the 5 highest logits (ties count against)
+  double top1 = 0, top5 = 0;  // apps::in_top_k's rule: a tie with the label's logit counts against it
   int64_t samples = 0;
   int64_t classes = 0;  // logits per sample (top-5 means something above 5)
 };

@@ -40,8 +40,9 @@ std::vector<ClassScore> softmax_top_k(const float* logits, int64_t classes, int6
 
 bool in_top_k(const float* logits, int64_t classes, int64_t k, int64_t label) {
   if (label < 0 || label >= classes) return false;
-  int64_t ahead = 0;  // classes ranked before the label
-  for (int64_t c = 0; c < classes && ahead < k; ++c) ahead += ranks_before(logits, c, label);
+  const float target = logits[label];
+  int64_t ahead = 0;  // other classes at or above the label's logit
+  for (int64_t c = 0; c < classes && ahead < k; ++c) ahead += c != label && logits[c] >= target;
   return ahead < k;
 }
 

@@ -18,7 +18,10 @@ struct ClassScore {
 // overflow. Requires classes >= 1 and k >= 1.
 std::vector<ClassScore> softmax_top_k(const float* logits, int64_t classes, int64_t k);
 
-// Whether `label` is among the k classes softmax_top_k would return.
+// Whether `label` is among the k best: fewer than k other classes have a
+// logit at least as large. A tie with the label's logit counts against it,
+// so an output that says nothing (all logits equal) scores no hit. The rule
+// of every top-1/top-5 accuracy ember prints (fit's validation, predict).
 bool in_top_k(const float* logits, int64_t classes, int64_t k, int64_t label);
 
 }  // namespace ember::apps

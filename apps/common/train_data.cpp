@@ -3,6 +3,7 @@
 
 #include <thread>
 
+#include "apps/common/input_norm.h"
 #include "data/augment_rrc.h"
 #include "data/fashion_mnist.h"
 
@@ -113,14 +114,11 @@ ChannelNorm make_norm(const TrainSettings& s, int channels, std::vector<double> 
   if (!s.rgb_std.empty()) std = parse_number_list(s.rgb_std, "rgb-std");
   EMBER_CHECK(int(mean.size()) == channels && int(std.size()) == channels, "--rgb-mean/--rgb-std need ", channels,
               " values (one per channel), got ", mean.size(), " and ", std.size());
-  ChannelNorm n;
-  n.channels = channels;
-  for (int c = 0; c < channels; ++c) {
-    EMBER_CHECK(std[size_t(c)] > 0, "--rgb-std values must be positive");
-    n.mean[c] = float(mean[size_t(c)] / 255.0);
-    n.inv_std[c] = float(255.0 / std[size_t(c)]);
-  }
-  return n;
+  for (double v : std) EMBER_CHECK(v > 0, "--rgb-std values must be positive");
+  InputStats stats;
+  stats.mean = std::move(mean);
+  stats.std = std::move(std);
+  return channel_norm(stats);
 }
 
 std::unique_ptr<TrainingData> make_training_data(const TrainSettings& s, int rank, int world) {

@@ -14,8 +14,6 @@
 namespace ember::apps {
 namespace {
 
-const Flags* program_flags = nullptr;
-
 std::string fixed6(double v) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.6f", v);
@@ -79,15 +77,12 @@ int run_benchmark(const TrainSettings& s, Device device, const DistRun& dist) {
 
 }  // namespace
 
-bool flag_was_set(const std::string& name) { return program_flags && program_flags->was_set(name); }
-
 int run_train_program(const TrainProgram& program, int argc, char** argv) {
   TrainSettings s;
   if (program.defaults) program.defaults(s);
   Flags flags(program.name, program.summary);
   declare_train_flags(flags, s);
   if (program.declare_flags) program.declare_flags(flags);
-  program_flags = &flags;
   if (!flags.parse(argc, argv)) return 0;
   validate_train_settings(s);
   if (program.validate) program.validate(s);
@@ -139,7 +134,7 @@ int run_train_program(const TrainProgram& program, int argc, char** argv) {
   cfg.in_channels = d->channels;
   cfg.image_size = d->image_size;
   cfg.input_norm = d->norm;
-  if (program.configure) program.configure(cfg, *d, out);
+  if (program.configure) program.configure(cfg, s, *d, out);
   Generator gen(uint64_t(s.seed));
   net::ResNet model(cfg, gen);
   std::fprintf(out, "model: %s\n", model.describe().c_str());

@@ -31,7 +31,7 @@ struct TrainProgram {
   std::function<void(const TrainSettings&)> validate;
   // Before the model is built from the data's shape and the flags: may
   // change its structure (a pretrained file's width and stem).
-  std::function<void(net::ResNetConfig&, const TrainingData&, std::FILE* log)> configure;
+  std::function<void(net::ResNetConfig&, const TrainSettings&, const TrainingData&, std::FILE* log)> configure;
   // After the model is built (CPU, f32) and before --load-epoch's checkpoint
   // (when resuming) is loaded and it moves to the device: load weights, set
   // FitOptions::finetune, add checkpoint metadata.
@@ -43,7 +43,5 @@ struct TrainProgram {
 
 // The program's main (exceptions reach the caller: see apps::report_fatal).
 int run_train_program(const TrainProgram& program, int argc, char** argv);
-// Whether the running program's command line gave this flag (for hooks).
-bool flag_was_set(const std::string& name);
 
 }  // namespace ember::apps

@@ -76,21 +76,23 @@ void declare_train_flags(Flags& f, TrainSettings& s) {
 }
 
 // The device to train on: the CPU, or this worker's GPU of --gpus (CUDA set up).
-Device select_device(const TrainSettings& s, int local_rank, std::FILE* out) {
-  if (s.gpus.empty()) return Device::cpu();
-  const std::vector<int>& gpus = s.gpus;
-  EMBER_CHECK(local_rank < int(gpus.size()), "--gpus lists ", gpus.size(),
-              " devices but this is local rank ", local_rank, ": list one GPU per worker on this host");
-  const int index = gpus[size_t(local_rank)];
+Device open_gpu(int index, const std::string& conv, bool cudnn_benchmark, std::FILE* out) {
 #if defined(EMBER_CUDA)
-  cuda::init(index, cuda::parse_conv_backend(s.conv), /*pinned_host=*/true);
-  cuda::set_cudnn_benchmark(s.cudnn_benchmark);
-  std::fprintf(out, "device: cuda:%d %s, --conv %s\n", index, cuda::device_name(index).c_str(), s.conv.c_str());
+  cuda::init(index, cuda::parse_conv_backend(conv), /*pinned_host=*/true);
+  cuda::set_cudnn_benchmark(cudnn_benchmark);
+  std::fprintf(out, "device: cuda:%d %s, --conv %s\n", index, cuda::device_name(index).c_str(), conv.c_str());
   return Device::cuda(index);
 #else
-  (void)out, (void)index;
+  (void)index, (void)conv, (void)cudnn_benchmark, (void)out;
   fail("--gpus: this build of ember has no CUDA (it was built with CUDA=0, or without nvcc on the PATH)");
 #endif
+}
+
+Device select_device(const TrainSettings& s, int local_rank, std::FILE* out) {
+  if (s.gpus.empty()) return Device::cpu();
+  EMBER_CHECK(local_rank < int(s.gpus.size()), "--gpus lists ", s.gpus.size(),
+              " devices but this is local rank ", local_rank, ": list one GPU per worker on this host");
+  return open_gpu(s.gpus[size_t(local_rank)], s.conv, s.cudnn_benchmark, out);
 }
 
 // "3,224,224" -> {3, 224, 224}

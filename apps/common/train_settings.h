@@ -75,6 +75,9 @@ struct TrainSettings {
 void declare_train_flags(Flags& f, TrainSettings& s);
 // One-line errors naming the flag.
 void validate_train_settings(const TrainSettings& s);
+// Sets up CUDA on GPU `index` with the --conv backend and says so on `out`;
+// a one-line error in a build without CUDA.
+Device open_gpu(int index, const std::string& conv, bool cudnn_benchmark, std::FILE* out);
 // The device to train on: the CPU, or this worker's GPU of --gpus (CUDA set up).
 Device select_device(const TrainSettings& s, int local_rank, std::FILE* out);
 // "3,224,224" -> {3, 224, 224}
