@@ -19,12 +19,18 @@
 #                           CUDNN=0|1 (default: 1 when cudnn.h is found)
 #                           NCCL=0|1  (default: 1 when nccl.h is found; --kv-store nccl)
 #                           SIM=0|1   (default: 1 when cuda_runtime.h is found)
+#                           ARCH=x86-64-v2  the CPU the C++ is compiled for
+#                                     (-march; default: any x86-64 since 2009; the
+#                                     GEMM kernels are picked at run time anyway,
+#                                     ARCH=native adds compile-time AVX-512 to the rest)
 #                           DEBUG=1   -O0 -g
 #                           SANITIZE=1  AddressSanitizer + UBSan (use another BUILD=)
 
 CXX      ?= g++
 BUILD    ?= build
 CUDA_ARCH ?= 80 90
+MACHINE   := $(shell uname -m)
+ARCH      ?= $(if $(filter x86_64,$(MACHINE)),x86-64-v2,native)
 
 # ------------------------------------------------------------ what is here
 NVCC_PATH := $(shell command -v nvcc 2>/dev/null)
@@ -50,7 +56,7 @@ WARN     := -Wall -Wextra
 ifeq ($(DEBUG),1)
   OPT    := -O0 -g
 else
-  OPT    := -O3 -march=native -g1
+  OPT    := -O3 -march=$(ARCH) -g1
 endif
 ifeq ($(SANITIZE),1)
   OPT    += -fsanitize=address,undefined -fno-omit-frame-pointer
@@ -147,7 +153,15 @@ deps:
 
 $(BUILD)/obj/%.cpp.o: %.cpp
 	@mkdir -p $(dir $@)
-	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) $(ISA_FLAGS) -c $< -o $@
+
+# The GEMM's arithmetic, once per instruction set (ops/cpu/gemm_isa.h picks
+# one at run time): these files override -march, whatever ARCH is.
+ifeq ($(MACHINE),x86_64)
+$(BUILD)/obj/ops/cpu/gemm_kernels_avx512.cpp.o: ISA_FLAGS := -march=x86-64-v4 -mprefer-vector-width=512
+$(BUILD)/obj/ops/cpu/gemm_kernels_avx2.cpp.o: ISA_FLAGS := -march=x86-64-v3
+$(BUILD)/obj/ops/cpu/gemm_kernels_portable.cpp.o: ISA_FLAGS := -march=x86-64
+endif
 
 $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(dir $@)

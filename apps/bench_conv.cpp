@@ -3,9 +3,12 @@
 //
 //   build/bench_conv --num-layers 50 --batch-size 16 --image-size 224 --reps 5
 //
+//   build/bench_conv --num-layers 20 --batch-size 128 --image-size 28 --in-channels 1 --f16 0
+//
 // For each geometry (with how many times the network uses it) it prints the
-// median milliseconds of forward, backward-data and backward-filter in f32
-// and f16 and the f16/f32 ratio, then the totals weighted by the use counts:
+// median milliseconds of forward, backward-data and backward-filter in f32,
+// their GFLOP/s and fraction of this CPU's measured FMA peak, the same in
+// f16 with the f16/f32 ratio, then the totals weighted by the use counts:
 // the convolution share of one training step. An experiment tool in the
 // spirit of llm.c's dev/cuda benchmarks; correctness is the tests' job
 // (tests/test_f16.cpp, the op harness).
@@ -14,14 +17,17 @@
 #include <cstdio>
 #include <exception>
 #include <map>
+#include <string>
 #include <thread>
 #include <tuple>
 #include <vector>
 
+#include "apps/common/cpu_peak.h"
 #include "apps/common/flags.h"
 #include "engine/error.h"
 #include "engine/parallel.h"
 #include "engine/tensor.h"
+#include "ops/cpu/gemm_isa.h"
 #include "ops/kernels.h"
 
 namespace ember {
@@ -34,7 +40,7 @@ struct Use {
 
 // Every convolution of a torchvision ResNet (18/34 basic blocks, 50/101/152
 // bottlenecks, stride on the 3x3), with its number of uses.
-std::vector<Use> resnet_convs(int depth, int64_t N, int64_t size) {
+std::vector<Use> resnet_convs(int depth, int64_t N, int64_t size, int64_t in_channels) {
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>, Use> uses;  // C, H, K, R, stride, pad
   auto conv = [&](int64_t C, int64_t H, int64_t K, int64_t R, int64_t stride) {
     const int64_t pad = R / 2;
@@ -42,6 +48,23 @@ std::vector<Use> resnet_convs(int depth, int64_t N, int64_t size) {
     if (u.count++ == 0) u.g = make_conv2d_geometry(N, C, H, H, K, R, R, stride, stride, pad, pad);
     return u.g.P;
   };
+  if ((depth - 2) % 6 == 0 && depth != 50 && depth >= 8) {  // CIFAR-style (He et al. 2016, section 4.2): 3 stages of (depth-2)/6 basic blocks
+    int64_t H = conv(in_channels, size, 16, 3, 1);
+    int64_t C = 16;
+    for (int stage = 0; stage < 3; ++stage) {
+      const int64_t width = 16 << stage;
+      for (int b = 0; b < (depth - 2) / 6; ++b) {
+        const int64_t stride = stage > 0 && b == 0 ? 2 : 1;
+        const int64_t Ho = conv(C, H, width, 3, stride);
+        conv(width, Ho, width, 3, 1);
+        if (stride != 1 || C != width) conv(C, H, width, 1, stride);
+        C = width, H = Ho;
+      }
+    }
+    std::vector<Use> list;
+    for (auto& [key, u] : uses) list.push_back(u);
+    return list;
+  }
   std::vector<int> blocks;
   bool bottleneck = depth >= 50;
   switch (depth) {
@@ -49,9 +72,9 @@ std::vector<Use> resnet_convs(int depth, int64_t N, int64_t size) {
     case 34: case 50: blocks = {3, 4, 6, 3}; break;
     case 101: blocks = {3, 4, 23, 3}; break;
     case 152: blocks = {3, 8, 36, 3}; break;
-    default: fail(cat("--num-layers must be 18, 34, 50, 101 or 152, got ", depth));
+    default: fail(cat("--num-layers must be 18, 34, 50, 101, 152 or 6n+2 (CIFAR style: 20, 32, 56, ...), got ", depth));
   }
-  int64_t H = conv(3, size, 64, 7, 2);
+  int64_t H = conv(in_channels, size, 64, 7, 2);
   H = (H + 2 - 3) / 2 + 1;  // max pool 3x3 stride 2 pad 1
   int64_t C = 64;
   for (int stage = 0; stage < 4; ++stage) {
@@ -110,40 +133,71 @@ Times time_conv(const Conv2dGeometry& g, DType dt, int reps, bool want_bwd_data)
   return t;
 }
 
+// GFLOP/s of a pass taking `ms` per call, and its share of the peak.
+std::string rate(double flops, double ms, double peak) {
+  if (ms <= 0) return "      -     ";
+  char buf[32];
+  const double g = flops / (ms * 1e-3) * 1e-9;
+  std::snprintf(buf, sizeof buf, "%6.1f %3.0f%%", g, 100.0 * g / peak);
+  return buf;
+}
+
 int run(int argc, char** argv) {
   int num_layers = 50, reps = 5, threads = 0;
-  int64_t batch = 16, size = 224;
+  int64_t batch = 16, size = 224, in_channels = 3;
+  bool f16 = true;
   apps::Flags f("bench_conv", "Time the CPU convolution kernels of a ResNet in f32 and f16 (median ms per call).");
-  f.add("num-layers", &num_layers, "ResNet depth: 18, 34, 50, 101 or 152");
+  f.add("num-layers", &num_layers, "ResNet depth: 18, 34, 50, 101, 152 (torchvision) or 6n+2 (CIFAR style: 20, 56, ...)");
   f.add("batch-size", &batch, "images per call");
   f.add("image-size", &size, "input height and width");
+  f.add("in-channels", &in_channels, "channels of the input image (1 for Fashion-MNIST)");
+  f.add("f16", &f16, "also time f16 storage (0: f32 only)");
   f.add("reps", &reps, "timed calls per pass (after one warm-up call); the median is printed");
   f.add("threads", &threads, "CPU threads (0: all cores)");
   if (!f.parse(argc, argv)) return 0;
-  EMBER_CHECK(reps > 0 && batch > 0 && size > 0, "--reps, --batch-size and --image-size must be positive");
+  EMBER_CHECK(reps > 0 && batch > 0 && size > 0 && in_channels > 0,
+              "--reps, --batch-size, --image-size and --in-channels must be positive");
   set_num_threads(threads > 0 ? threads : int(std::thread::hardware_concurrency()));
-  const std::vector<Use> convs = resnet_convs(num_layers, batch, size);
-  std::printf("ResNet-%d convolutions, batch %lld, %lldx%lld, %d threads, median of %d\n", num_layers,
-              (long long)batch, (long long)size, (long long)size, num_threads(), reps);
-  std::printf("%-34s %4s | %8s %8s %8s | %8s %8s %8s | %6s\n", "geometry C,HxW->K RxS/stride", "uses", "fwd32",
-              "bdata32", "bfilt32", "fwd16", "bdata16", "bfilt16", "16/32");
+  const std::vector<Use> convs = resnet_convs(num_layers, batch, size, in_channels);
+  const double peak = apps::cpu_fma_peak_gflops();
+  std::printf("ResNet-%d convolutions, batch %lld, %lldx%lldx%lld, %d threads, median of %d; GEMM kernels %s, "
+              "measured f32 FMA peak %.1f GFLOP/s\n",
+              num_layers, (long long)batch, (long long)in_channels, (long long)size, (long long)size, num_threads(),
+              reps, cpu::gemm_kernels<float>().isa, peak);
+  std::printf("%-28s %4s | %8s %8s %8s | %-11s %-11s %-11s", "geometry C,HxW->K RxS/stride", "uses", "fwd32",
+              "bdata32", "bfilt32", "fwd GF/s", "bdata GF/s", "bfilt GF/s");
+  if (f16) std::printf(" | %8s %8s %8s | %6s", "fwd16", "bdata16", "bfilt16", "16/32");
+  std::printf("\n");
   Times total32, total16;
+  double flops_total = 0, flops_data = 0;  // per step, weighted by uses (backward data skips the stem)
   for (const Use& u : convs) {
     const Conv2dGeometry& g = u.g;
-    const bool first = g.C == 3;  // the stem's input gradient is never computed
-    const Times a = time_conv(g, DType::f32, reps, !first), b = time_conv(g, DType::f16, reps, !first);
+    const bool first = g.C == in_channels;  // the stem's input gradient is never computed
+    const Times a = time_conv(g, DType::f32, reps, !first);
+    const Times b = f16 ? time_conv(g, DType::f16, reps, !first) : Times{};
+    const double flops = 2.0 * double(g.N) * double(g.K) * double(g.col_rows()) * double(g.col_cols());
     char name[64];
     std::snprintf(name, sizeof name, "%lld,%lldx%lld->%lld %lldx%lld/%lld", (long long)g.C, (long long)g.H,
                   (long long)g.W, (long long)g.K, (long long)g.R, (long long)g.S, (long long)g.stride_h);
-    std::printf("%-34s %4d | %8.2f %8.2f %8.2f | %8.2f %8.2f %8.2f | %6.3f\n", name, u.count, a.fwd, a.bwd_data,
-                a.bwd_filter, b.fwd, b.bwd_data, b.bwd_filter, b.sum() / a.sum());
+    std::printf("%-28s %4d | %8.2f %8.2f %8.2f | %s %s %s", name, u.count, a.fwd, a.bwd_data, a.bwd_filter,
+                rate(flops, a.fwd, peak).c_str(), rate(flops, a.bwd_data, peak).c_str(),
+                rate(flops, a.bwd_filter, peak).c_str());
+    if (f16)
+      std::printf(" | %8.2f %8.2f %8.2f | %6.3f", b.fwd, b.bwd_data, b.bwd_filter, b.sum() / a.sum());
+    std::printf("\n");
     std::fflush(stdout);
+    flops_total += u.count * flops;
+    if (!first) flops_data += u.count * flops;
     total32.fwd += u.count * a.fwd, total32.bwd_data += u.count * a.bwd_data, total32.bwd_filter += u.count * a.bwd_filter;
     total16.fwd += u.count * b.fwd, total16.bwd_data += u.count * b.bwd_data, total16.bwd_filter += u.count * b.bwd_filter;
   }
-  std::printf("%-34s %4s | %8.1f %8.1f %8.1f | %8.1f %8.1f %8.1f | %6.3f\n", "step total (ms, weighted by uses)", "",
-              total32.fwd, total32.bwd_data, total32.bwd_filter, total16.fwd, total16.bwd_data, total16.bwd_filter,
-              total16.sum() / total32.sum());
+  std::printf("%-28s %4s | %8.1f %8.1f %8.1f | %s %s %s", "step total (ms, weighted)", "", total32.fwd,
+              total32.bwd_data, total32.bwd_filter, rate(flops_total, total32.fwd, peak).c_str(),
+              rate(flops_data, total32.bwd_data, peak).c_str(), rate(flops_total, total32.bwd_filter, peak).c_str());
+  if (f16)
+    std::printf(" | %8.1f %8.1f %8.1f | %6.3f", total16.fwd, total16.bwd_data, total16.bwd_filter,
+                total16.sum() / total32.sum());
+  std::printf("\n");
   return 0;
 }
 

@@ -15,6 +15,7 @@
 #include "engine/autograd.h"
 #include "engine/half.h"
 #include "engine/rng.h"
+#include "ops/cpu/gemm_isa.h"
 
 namespace ember::test {
 
@@ -52,14 +53,30 @@ InputSpec labels(std::string name, int64_t n, int64_t classes) {
 
 std::vector<Backend>& backends() {
   static std::vector<Backend> list = [] {
-    std::vector<Backend> l{Backend{"cpu", Device::cpu(), true, nullptr, true}};
+    // The CPU with the best GEMM kernels this CPU runs, then once more with
+    // each lesser set (ops/cpu/gemm_isa.h: AVX2, portable), so every set is
+    // checked on every op; every other backend puts the best set back, since
+    // the CPU is their reference.
+    const cpu::GemmIsa best = cpu::supported_gemm_isas().back();
+    auto best_cpu = [best] { cpu::set_gemm_isa(best); };
+    std::vector<Backend> l{Backend{"cpu", Device::cpu(), true, best_cpu, true}};
+    for (cpu::GemmIsa isa : cpu::supported_gemm_isas())
+      if (isa != best)
+        l.push_back(Backend{std::string("cpu-") + cpu::gemm_isa_name(isa), Device::cpu(), true,
+                            [isa] { cpu::set_gemm_isa(isa); }, true});
 #if defined(EMBER_CUDA) || defined(EMBER_CUDASIM)
     // The hand-written CUDA kernels (on a GPU, or on the emulator), and the
     // cuDNN/cuBLAS table where this build has it; each compared with the CPU.
     if (testing::cuda_available()) {
-      l.push_back(Backend{cuda::is_simulated() ? "cuda-sim" : "cuda-native", Device::cuda(0), true,
-                          testing::select_native_kernels});
-      if (cuda::cudnn_kernels()) l.push_back(Backend{"cuda-cudnn", Device::cuda(0), true, testing::select_cudnn_kernels});
+      l.push_back(Backend{cuda::is_simulated() ? "cuda-sim" : "cuda-native", Device::cuda(0), true, [best_cpu] {
+                            best_cpu();
+                            testing::select_native_kernels();
+                          }});
+      if (cuda::cudnn_kernels())
+        l.push_back(Backend{"cuda-cudnn", Device::cuda(0), true, [best_cpu] {
+                              best_cpu();
+                              testing::select_cudnn_kernels();
+                            }});
     }
 #endif
     return l;

@@ -100,7 +100,16 @@ struct PaddedGrid {
   // Columns of the last panel past nc are read from the slack / following
   // rows: their products land in accumulator lanes the GEMM never stores.
   void pack(const T* xpad, int64_t k0, int64_t kc, int64_t j0, int64_t nc, T* dst) const {
-    constexpr int NR = gemm_panel_width<T>();
+    switch (gemm_panel_width<T>()) {  // the panel width of the active GEMM kernels, as a constant
+      case 32: return pack_panels<32>(xpad, k0, kc, j0, nc, dst);
+      case 16: return pack_panels<16>(xpad, k0, kc, j0, nc, dst);
+      case 8: return pack_panels<8>(xpad, k0, kc, j0, nc, dst);
+      case 4: return pack_panels<4>(xpad, k0, kc, j0, nc, dst);
+      default: EMBER_CHECK(false, "conv2d: no packer for GEMM panels of ", gemm_panel_width<T>(), " columns");
+    }
+  }
+  template <int NR>
+  void pack_panels(const T* xpad, int64_t k0, int64_t kc, int64_t j0, int64_t nc, T* dst) const {
     for (int64_t jp = 0; jp < nc; jp += NR) {
       T* panel = dst + jp * kc;
       for (int64_t k = 0; k < kc; ++k)

@@ -3,9 +3,9 @@
 //
 // Row-major C[M, N] = alpha * op(A)[M, K] * op(B)[K, N] + beta * C, with the
 // Goto/BLIS structure: B is packed into NR-column panels and A into MR-row
-// panels per cache block, and a register-tiled micro-kernel (GCC vector
-// extensions: AVX-512 with -march=native on this machine, AVX2/SSE pairs
-// elsewhere) computes MR x NR tiles. gemm_serial runs on the calling thread
+// panels per cache block, and a register-tiled micro-kernel computes MR x NR
+// tiles: AVX-512, AVX2 + FMA or portable, picked at run time from the CPU's
+// features (gemm_isa.h). gemm_serial runs on the calling thread
 // (the convolutions parallelise over images); gemm_parallel splits N across
 // the OpenMP threads.
 #pragma once
@@ -14,11 +14,10 @@
 
 namespace ember::cpu {
 
-// Width NR of the column panels B is packed into (two 64-byte vectors).
+// Width NR of the column panels B is packed into: the active kernel set's
+// (gemm_isa.h; 32 f32 columns with AVX-512, 16 with AVX2, 8 portable).
 template <typename T>
-constexpr int gemm_panel_width() {
-  return int(2 * 64 / sizeof(T));
-}
+int gemm_panel_width();
 
 // Packs op(B)[k0, k0 + kc) x [j0, j0 + nc) into panels of gemm_panel_width
 // columns: element (k, j) goes to dst[(j / NR) * kc * NR + k * NR + j % NR],

@@ -30,7 +30,7 @@ void rows_to_float(const f16* src, int64_t ld, int64_t rows, int64_t cols, float
 // j % NR; lanes past nc are zeros.
 template <typename TB>
 void pack_b_converting(const TB* B, int64_t ldb, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
-  constexpr int NR = gemm_panel_width<float>();
+  const int NR = gemm_panel_width<float>();
   for (int64_t jp = 0; jp < nc; jp += NR) {
     const int64_t cols = std::min<int64_t>(NR, nc - jp);
     float* panel = dst + jp * kc;
@@ -70,7 +70,7 @@ template <typename TB, typename TC>
 void gemm_f16a_chunked(bool trans_a, int64_t M, int64_t N, int64_t K, const f16* A, int64_t lda, const TB* B,
                        int64_t ldb, TC* C, int64_t ldc, bool parallel) {
   if (M <= 0 || N <= 0) return;
-  constexpr int NR = gemm_panel_width<float>();
+  const int NR = gemm_panel_width<float>();
   // Column chunk: for f16 C, a whole number of panels whose f32 block fits
   // the cache budget, but at least 4 panels (every chunk packs all of A
   // again); f32 C needs no chunks. With `parallel`, small enough that every

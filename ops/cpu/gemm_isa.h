@@ -1,0 +1,71 @@
+// ops/cpu/gemm_isa.h — the GEMM inner kernels, one set per instruction set,
+// chosen at run time from the CPU's features (internal to ops/cpu).
+//
+// The blocked loop nest and the packers (gemm.cpp) are compiled for the
+// build's baseline; only the parts that do the arithmetic are compiled once
+// per instruction set (gemm_kernels_avx512.cpp, gemm_kernels_avx2.cpp,
+// gemm_kernels_portable.cpp, each with its own -march in the Makefile) and
+// reached through this table. So one binary runs at AVX-512 speed on an
+// AVX-512 CPU and still runs on a CPU without AVX2.
+//
+// The register tile (MR x NR) belongs to the kernel set: the packers lay A
+// out in MR-row panels and B in NR-column panels of whatever set is active.
+//
+// Choice: the best set the CPU supports (AVX-512 F/BW/DQ/VL, then AVX2 + FMA,
+// then portable), unless the environment variable EMBER_CPU_ISA names one
+// (avx512, avx2, portable; for A/B benchmarks) or a test calls set_gemm_isa.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ember::cpu {
+
+enum class GemmIsa { portable, avx2, avx512 };
+
+template <typename T>
+struct GemmKernels {
+  const char* isa = "";
+  int mr = 0, nr = 0;  // register tile: MR rows of A x NR columns of B
+  // acc[MR x NR] = sum over k of a[k][0..MR) (x) b[k][0..NR); then
+  // C = alpha * acc + beta * C on the valid (mr x nr) corner of the tile.
+  //   a: packed [kc, MR]   b: packed [kc, NR]   C: [mr, nr] with row stride ldc
+  void (*micro_kernel)(int64_t kc, const T* a, const T* b, T* C, int64_t ldc, T alpha, T beta, int mr,
+                       int nr) = nullptr;
+  // C = alpha * A * B^T + beta * C from rows along the inner dimension
+  // (dot products, no packing).
+  //   A: [M, K] (lda)   B: N rows of K at b_rows[j]   C: [M, N] (ldc)
+  void (*nt_dot_rows)(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* const* b_rows,
+                      T beta, T* C, int64_t ldc) = nullptr;
+  // Benchmarks only: `iters` rounds of independent vector FMAs held in
+  // registers (no memory traffic), the arithmetic peak of one core for this
+  // set. Returns the floating-point operations done; *sink keeps the result live.
+  double (*fma_peak_loop)(int64_t iters, T* sink) = nullptr;
+};
+
+// The kernel sets of each instruction set (defined in the per-ISA files;
+// available only where compiled: x86-64 builds compile all three).
+GemmKernels<float> gemm_kernels_avx512_f32();
+GemmKernels<double> gemm_kernels_avx512_f64();
+GemmKernels<float> gemm_kernels_avx2_f32();
+GemmKernels<double> gemm_kernels_avx2_f64();
+GemmKernels<float> gemm_kernels_portable_f32();
+GemmKernels<double> gemm_kernels_portable_f64();
+
+// The active set (picked on first use, see above).
+template <typename T>
+const GemmKernels<T>& gemm_kernels();
+
+// Whether this CPU (and this build) can run the set.
+bool gemm_isa_supported(GemmIsa isa);
+// Switches the active set; false (and no change) if unsupported. Not thread
+// safe against GEMMs running at the same moment: for tests and benchmarks.
+bool set_gemm_isa(GemmIsa isa);
+GemmIsa active_gemm_isa();
+const char* gemm_isa_name(GemmIsa isa);
+// Every set this CPU supports, best last.
+std::vector<GemmIsa> supported_gemm_isas();
+// "avx512" | "avx2" | "portable" -> the set; throws ember::Error naming the value otherwise.
+GemmIsa parse_gemm_isa(const std::string& name);
+
+}  // namespace ember::cpu
