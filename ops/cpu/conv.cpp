@@ -118,23 +118,54 @@ struct PaddedGrid {
   }
 };
 
-// y[n] from x[n] on the padded grid (stride 1); x, w and y in the storage
-// type S (f16 is converted while padding, while packing w and while
-// extracting the output rows).
-//   x: [C, H, W]  w: [K, CRS]  y: [K, P, Q]
+// y for `count` stacked images (count <= grid.G) on the padded grid (stride
+// 1); x, w and y in the storage type S (f16 is converted while padding,
+// while packing w and while extracting the output rows).
+//   x: [count, C, H, W]  w: [K, CRS]  y: [count, K, P, Q]
 template <typename T, typename S>
-void forward_image_grid(const Conv2dGeometry& g, const PaddedGrid<T>& grid, const S* x, const S* w, S* y) {
+void forward_grid(const Conv2dGeometry& g, const PaddedGrid<T>& grid, const S* x, int64_t count, const S* w, S* y) {
   T* xpad = local_buffer<T, kImage>(int64_t(grid.padded_size(g)));
-  grid.pad(g, x, 1, xpad);
-  const bool dense = std::is_same_v<S, T> && grid.Wp == g.Q;  // no extra columns: write y directly
+  grid.pad(g, x, count, xpad);
+  const bool dense = std::is_same_v<S, T> && grid.G == 1 && grid.Wp == g.Q;  // no extra columns: write y directly
   T* out = dense ? reinterpret_cast<T*>(y) : local_buffer<T, kOutput>(g.K * grid.cols);
   const PackB<T> pack = [&](int64_t k0, int64_t kc, int64_t j0, int64_t nc, T* dst) {
     grid.pack(xpad, k0, kc, j0, nc, dst);
   };
   gemm_serial_packed<T, S>(false, g.K, grid.cols, g.col_rows(), T(1), w, g.col_rows(), pack, T(0), out, grid.cols);
   if (dense) return;
-  for (int64_t k = 0; k < g.K; ++k)
-    for (int64_t p = 0; p < g.P; ++p) copy_values(out + k * grid.cols + p * grid.Wp, y + (k * g.P + p) * g.Q, g.Q);
+  for (int64_t i = 0; i < count; ++i)
+    for (int64_t k = 0; k < g.K; ++k)
+      for (int64_t p = 0; p < g.P; ++p)
+        copy_values(out + k * grid.cols + (i * grid.Hp + p) * grid.Wp, y + ((i * g.K + k) * g.P + p) * g.Q, g.Q);
+}
+
+// Images stacked per padded-grid GEMM so that its N dimension (the grid's
+// columns) reaches ~512: small images (7x7, 14x14) would otherwise pay the
+// packing of the filter and the call overheads for a few dozen columns.
+int64_t grid_stack(const Conv2dGeometry& g) {
+  const int64_t plane = (g.H + 2 * g.pad_h) * (g.W + 2 * g.pad_w);
+  return std::clamp<int64_t>((512 + plane - 1) / plane, 1, 16);
+}
+
+// Runs chunk(n0, count) over [0, N) in chunks of at most `stack` images:
+// each thread takes a contiguous share of the images and steps through it
+// (so shares stay equal whatever the stack), one thread when the work is
+// too small to share.
+template <typename F>
+void for_each_stack(int64_t N, int64_t stack, int64_t flops_per_image, F&& chunk) {
+  const bool small = N * flops_per_image < (int64_t(1) << 20);
+  const int threads = small ? 1 : std::max(1, std::min<int>(num_threads(), int(N)));
+  const int64_t per = (N + threads - 1) / threads;
+  auto share = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t end = std::min(N, (t + 1) * per);
+      for (int64_t n = t * per; n < end; n += stack) chunk(n, std::min(stack, end - n));
+    }
+  };
+  if (threads == 1)
+    share(0, 1);
+  else
+    parallel_for(0, threads, 1, share);
 }
 
 // ------------------------------------------------------------- im2col path
@@ -192,6 +223,21 @@ template <typename S>
 void conv_forward(const Conv2dGeometry& g, const S* x, const S* w, S* y) {
   using T = compute_t<S>;
   const int64_t CHW = g.C * g.H * g.W, PQ = g.col_cols(), KPQ = g.K * PQ;
+  if (is_stride1(g) && !is_pointwise(g) && g.N >= num_threads()) {
+    // Stacked images on the padded grid (converts while padding and while storing rows).
+    const int64_t stack = grid_stack(g);
+    const PaddedGrid<T> grid(g, stack);
+    for_each_stack(g.N, stack, conv_flops(g), [&](int64_t n0, int64_t count) {
+      const S* xn = x + n0 * CHW;
+      S* yn = y + n0 * KPQ;
+      if (count == stack) {
+        forward_grid(g, grid, xn, count, w, yn);
+      } else {
+        forward_grid(g, PaddedGrid<T>(g, count), xn, count, w, yn);
+      }
+    });
+    return;
+  }
   const PaddedGrid<T> grid(g, 1);
   for_each_image(g.N, conv_flops(g), [&](int64_t n, bool par) {
     const S* xn = x + n * CHW;
@@ -204,7 +250,7 @@ void conv_forward(const Conv2dGeometry& g, const S* x, const S* w, S* y) {
         mm(false, false, g.K, PQ, g.C, T(1), w, g.C, xn, PQ, T(0), yn, PQ);
       }
     } else if (is_stride1(g)) {  // converts while padding and while storing rows
-      forward_image_grid(g, grid, xn, w, yn);
+      forward_grid(g, grid, xn, 1, w, yn);
     } else {
       forward_image_im2col(g, xn, w, yn, par);
     }
