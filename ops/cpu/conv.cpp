@@ -51,8 +51,10 @@ bool is_stride1(const Conv2dGeometry& g) { return g.stride_h == 1 && g.stride_w 
 
 // local_buffer slots (f16_util.h), one per buffer live at the same time:
 // f16 images converted to / from f32, the calling thread's flipped weights,
-// the padded image, the GEMM output on the padded grid, the column matrix.
-constexpr int kF16In = 10, kF16Out = 12, kFlipped = 14, kImage = 15, kOutput = 16, kColumn = 17;
+// the padded image, the GEMM output on the padded grid, the column matrix,
+// the filter gradient's per-thread partial sums and window-row pointers.
+constexpr int kF16In = 10, kF16Out = 12, kFlipped = 14, kImage = 15, kOutput = 16, kColumn = 17, kPartial = 18,
+              kRows = 19;
 
 // ------------------------------------------------------------ padded grid
 
@@ -75,7 +77,7 @@ struct PaddedGrid {
           row_offset[size_t((c * g.R + r) * g.S + s)] = (c * G * Hp + r) * Wp + s;
   }
   size_t padded_size(const Conv2dGeometry& g) const {
-    return size_t(g.C * G * Hp * Wp + g.S + gemm_panel_width<T>());
+    return size_t(g.C * G * Hp * Wp + g.S + 64);  // slack >= a panel (NR <= 32) and a vector (16)
   }
 
   // count (<= G) images x: [count, C, H, W] -> xpad (zero border, slack, and zero missing images);
@@ -319,16 +321,20 @@ void conv_backward_filter(const Conv2dGeometry& g, const S* x, const S* gy, S* g
       const S* gyn = gy + n0 * g.K * PQ;
       T* xpad = local_buffer<T, kImage>(int64_t(grid.padded_size(g)));
       grid.pad(g, x + n0 * CHW, count, xpad);
-      // gy on the grid: junk rows and extra columns are zero so they add nothing.
-      T* gyg = local_buffer<T, kOutput>(g.K * grid.cols);
-      std::memset(gyg, 0, sizeof(T) * size_t(g.K * grid.cols));
+      // gy on the grid: junk rows and extra columns are zero so they add
+      // nothing. Rows are padded with zeros to L, a multiple of 16 values,
+      // so the dot products run in whole vectors (the window rows of xpad
+      // may then read up to 15 values past the grid: the slack).
+      const int64_t L = (grid.cols + 15) / 16 * 16;
+      T* gyg = local_buffer<T, kOutput>(g.K * L);
+      std::memset(gyg, 0, sizeof(T) * size_t(g.K * L));
       for (int64_t i = 0; i < count; ++i)
         for (int64_t k = 0; k < g.K; ++k)
           for (int64_t p = 0; p < g.P; ++p)
-            copy_values(gyn + ((i * g.K + k) * g.P + p) * g.Q, gyg + k * grid.cols + (i * grid.Hp + p) * grid.Wp, g.Q);
-      std::vector<const T*> rows(static_cast<size_t>(CRS));
-      for (int64_t r = 0; r < CRS; ++r) rows[size_t(r)] = xpad + grid.row_offset[size_t(r)];
-      gemm_nt_rows<T>(g.K, CRS, grid.cols, T(1), gyg, grid.cols, rows.data(), T(1), acc, CRS);
+            copy_values(gyn + ((i * g.K + k) * g.P + p) * g.Q, gyg + k * L + (i * grid.Hp + p) * grid.Wp, g.Q);
+      const T** rows = local_buffer<const T*, kRows>(CRS);
+      for (int64_t r = 0; r < CRS; ++r) rows[r] = xpad + grid.row_offset[size_t(r)];
+      gemm_nt_rows<T>(g.K, CRS, L, T(1), gyg, L, rows, T(1), acc, CRS);
       return;
     }
     if constexpr (is_f16_v<S>) {
@@ -347,16 +353,17 @@ void conv_backward_filter(const Conv2dGeometry& g, const S* x, const S* gy, S* g
   // partial[t]: thread t's sum over its contiguous share of the images.
   const bool small = g.N * conv_flops(g) < (int64_t(1) << 20);  // not worth a parallel region
   const int threads = small ? 1 : std::max(1, std::min<int>(num_threads(), int(g.N)));
-  std::vector<std::vector<T>> partial(static_cast<size_t>(threads));
+  // (each in its thread's grow-only buffer: no allocation or page faults per call)
+  std::vector<T*> partial(static_cast<size_t>(threads));
   const int64_t per = (g.N + threads - 1) / threads;
 #if defined(_OPENMP)
 #pragma omp parallel for num_threads(threads) schedule(static, 1)
 #endif
   for (int t = 0; t < threads; ++t) {
-    std::vector<T>& acc = partial[size_t(t)];
-    acc.assign(size_t(KCRS), T(0));
+    T* acc = partial[size_t(t)] = local_buffer<T, kPartial>(KCRS);
+    std::fill(acc, acc + KCRS, T(0));
     const int64_t end = std::min(g.N, (t + 1) * per);
-    for (int64_t n = t * per; n < end; n += stack) images(n, std::min(stack, end - n), acc.data());
+    for (int64_t n = t * per; n < end; n += stack) images(n, std::min(stack, end - n), acc);
   }
   // Fixed-order reduction of the partials.
   T* out = out_ptr<kF16Out>(gw, KCRS);
