@@ -15,6 +15,7 @@
 #include "engine/autograd.h"
 #include "engine/half.h"
 #include "engine/rng.h"
+#include "ops/cpu/conv_winograd.h"
 #include "ops/cpu/gemm_isa.h"
 
 namespace ember::test {
@@ -57,13 +58,25 @@ std::vector<Backend>& backends() {
     // each lesser set (ops/cpu/gemm_isa.h: AVX2, portable), so every set is
     // checked on every op; every other backend puts the best set back, since
     // the CPU is their reference.
+    // And once with every 3x3 stride-1 convolution by Winograd F(2x2, 3x3)
+    // (ops/cpu/conv_winograd.h), which the default policy uses only on
+    // wider layers than the harness's.
     const cpu::GemmIsa best = cpu::supported_gemm_isas().back();
-    auto best_cpu = [best] { cpu::set_gemm_isa(best); };
+    auto best_cpu = [best] {
+      cpu::set_gemm_isa(best);
+      cpu::set_conv_policy(cpu::ConvPolicy::heuristic);
+    };
     std::vector<Backend> l{Backend{"cpu", Device::cpu(), true, best_cpu, true}};
     for (cpu::GemmIsa isa : cpu::supported_gemm_isas())
       if (isa != best)
-        l.push_back(Backend{std::string("cpu-") + cpu::gemm_isa_name(isa), Device::cpu(), true,
-                            [isa] { cpu::set_gemm_isa(isa); }, true});
+        l.push_back(Backend{std::string("cpu-") + cpu::gemm_isa_name(isa), Device::cpu(), true, [isa] {
+                              cpu::set_gemm_isa(isa);
+                              cpu::set_conv_policy(cpu::ConvPolicy::heuristic);
+                            }, true});
+    l.push_back(Backend{"cpu-winograd", Device::cpu(), true, [best] {
+                          cpu::set_gemm_isa(best);
+                          cpu::set_conv_policy(cpu::ConvPolicy::winograd);
+                        }, true});
 #if defined(EMBER_CUDA) || defined(EMBER_CUDASIM)
     // The hand-written CUDA kernels (on a GPU, or on the emulator), and the
     // cuDNN/cuBLAS table where this build has it; each compared with the CPU.

@@ -19,6 +19,9 @@
 //   backward data    gx[n] [C, H, W] = col2im( w^T [CRS, K] * gy[n] [K, PQ] )
 //   backward filter  gw    [K, CRS] += gy[n] [K, PQ] * col(x[n])^T
 //
+// 3x3 stride-1 forward (and so backward data) may instead run by Winograd's
+// F(2x2, 3x3) (conv_winograd.h, which also holds the policy choosing).
+//
 // Images are spread over the OpenMP threads, each with its own buffers (and
 // its own gw partial, summed in a fixed order so results do not depend on
 // scheduling).
@@ -35,6 +38,7 @@
 #include <vector>
 
 #include "engine/parallel.h"
+#include "ops/cpu/conv_winograd.h"
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/f16_util.h"
 #include "ops/cpu/gemm.h"
@@ -222,7 +226,7 @@ void for_each_image(int64_t N, int64_t flops_per_image, F&& image) {
 
 // x, w, y in the storage type S (f16, f32, f64).
 template <typename S>
-void conv_forward(const Conv2dGeometry& g, const S* x, const S* w, S* y) {
+void conv_forward_gemm(const Conv2dGeometry& g, const S* x, const S* w, S* y) {
   using T = compute_t<S>;
   const int64_t CHW = g.C * g.H * g.W, PQ = g.col_cols(), KPQ = g.K * PQ;
   if (is_stride1(g) && !is_pointwise(g) && g.N >= num_threads()) {
@@ -257,6 +261,13 @@ void conv_forward(const Conv2dGeometry& g, const S* x, const S* w, S* y) {
       forward_image_im2col(g, xn, w, yn, par);
     }
   });
+}
+
+// The forward convolution by the algorithm conv_winograd.h's policy picks.
+template <typename S>
+void conv_forward(const Conv2dGeometry& g, const S* x, const S* w, S* y) {
+  run_conv_forward(
+      g, dtype_of<S>::value, [&] { conv_forward_gemm(g, x, w, y); }, [&] { conv_forward_winograd(g, x, w, y); });
 }
 
 template <typename S>

@@ -1,0 +1,152 @@
+// tests/test_conv_winograd.cpp — Winograd F(2x2, 3x3) convolution
+// (ops/cpu/conv_winograd.h) against a plain double loop, in f64, f32 and f16,
+// over batch sizes, odd and tiny images, every padding it takes and channel
+// counts past one tile batch; then the policy (names, forced, benchmark
+// mode) through the conv2d kernels of the CPU table, forward and backward
+// data. The op harness also runs every conv case with Winograd forced
+// (backend cpu-winograd, tests/op_harness.cpp).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "engine/error.h"
+#include "engine/half.h"
+#include "ops/cpu/conv_winograd.h"
+#include "ops/cpu/f16_util.h"
+#include "ops/kernels.h"
+
+namespace ember {
+namespace {
+
+struct PolicyAfter {  // puts the default policy back when a test case ends
+  ~PolicyAfter() { cpu::set_conv_policy(cpu::ConvPolicy::heuristic); }
+};
+
+std::vector<double> values(size_t n, uint64_t seed) {
+  std::vector<double> v(n);
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 7;
+  for (auto& x : v) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    x = double(int64_t(s >> 35) % 1025 - 512) / 512.0;  // multiples of 1/512: exact in f16
+  }
+  return v;
+}
+
+// y[n, k, p, q] = sum over c, r, s of x[n, c, p + r - pad, q + s - pad] w[k, c, r, s]
+std::vector<double> reference(const Conv2dGeometry& g, const std::vector<double>& x, const std::vector<double>& w) {
+  std::vector<double> y(size_t(g.N * g.K * g.P * g.Q), 0.0);
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t k = 0; k < g.K; ++k)
+      for (int64_t p = 0; p < g.P; ++p)
+        for (int64_t q = 0; q < g.Q; ++q) {
+          double acc = 0;
+          for (int64_t c = 0; c < g.C; ++c)
+            for (int64_t r = 0; r < g.R; ++r)
+              for (int64_t s = 0; s < g.S; ++s) {
+                const int64_t h = p + r - g.pad_h, v = q + s - g.pad_w;
+                if (h < 0 || h >= g.H || v < 0 || v >= g.W) continue;
+                acc += x[size_t(((n * g.C + c) * g.H + h) * g.W + v)] * w[size_t(((k * g.C + c) * g.R + r) * g.S + s)];
+              }
+          y[size_t(((n * g.K + k) * g.P + p) * g.Q + q)] = acc;
+        }
+  return y;
+}
+
+template <typename S>
+std::vector<S> as(const std::vector<double>& v) {
+  std::vector<S> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = cpu::convert_value<S>(v[i]);
+  return out;
+}
+
+// Max |got - want| / (1 + |want|) over the output.
+template <typename S>
+double worst_error(const std::vector<S>& got, const std::vector<double>& want) {
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i)
+    worst = std::max(worst, std::fabs(double(cpu::convert_value<double>(got[i])) - want[i]) / (1 + std::fabs(want[i])));
+  return worst;
+}
+
+struct Geom {
+  int64_t N, C, H, W, K, pad;
+};
+const std::vector<Geom> kGeoms = {
+    {1, 1, 3, 3, 1, 0},  {2, 3, 7, 9, 5, 1},   {3, 2, 5, 4, 4, 2},   {1, 4, 6, 6, 3, 0},
+    {2, 5, 1, 1, 2, 1},  {4, 16, 7, 7, 8, 1},  {2, 33, 9, 11, 17, 1}, {5, 8, 28, 28, 6, 1},  // 28x28: tile rows batch
+    {1, 3, 2, 8, 2, 2},
+};
+
+TEST_CASE_TEMPLATE("conv winograd F(2x2,3x3) matches direct convolution", S, double, float, f16) {
+  for (const Geom& t : kGeoms) {
+    const Conv2dGeometry g = make_conv2d_geometry(t.N, t.C, t.H, t.W, t.K, 3, 3, 1, 1, t.pad, t.pad);
+    CAPTURE(t.N);
+    CAPTURE(t.C);
+    CAPTURE(t.H);
+    CAPTURE(t.W);
+    CAPTURE(t.K);
+    CAPTURE(t.pad);
+    const auto x = values(size_t(g.N * g.C * g.H * g.W), 1), w = values(size_t(g.K * g.C * 9), 2);
+    const auto want = reference(g, x, w);
+    const auto xs = as<S>(x), ws = as<S>(w);
+    std::vector<S> y(want.size(), cpu::convert_value<S>(123.0));
+    cpu::conv_forward_winograd(g, xs.data(), ws.data(), y.data());
+    // f64: rounding only; f32: a few ulps of sums of ~9C terms; f16: the output's rounding (2^-11) dominates.
+    const double tol = std::is_same_v<S, double> ? 1e-12 : std::is_same_v<S, float> ? 2e-6 * std::sqrt(double(9 * g.C)) : 1e-3;
+    CHECK(worst_error(y, want) < tol);
+  }
+}
+
+TEST_CASE("conv winograd: policy names, and where it applies") {
+  for (cpu::ConvPolicy p : {cpu::ConvPolicy::heuristic, cpu::ConvPolicy::benchmark, cpu::ConvPolicy::gemm,
+                            cpu::ConvPolicy::winograd})
+    CHECK(cpu::parse_conv_policy(cpu::conv_policy_name(p)) == p);
+  CHECK_THROWS_WITH_AS(cpu::parse_conv_policy("fft"),
+                       "EMBER_CPU_CONV=fft: unknown convolution policy (expected heuristic, benchmark, gemm or winograd)",
+                       Error);
+  CHECK(cpu::winograd_applies(make_conv2d_geometry(1, 1, 5, 5, 1, 3, 3, 1, 1, 1, 1)));
+  CHECK(cpu::winograd_applies(make_conv2d_geometry(1, 1, 5, 5, 1, 3, 3, 1, 1, 2, 0)));
+  CHECK_FALSE(cpu::winograd_applies(make_conv2d_geometry(1, 1, 5, 5, 1, 3, 3, 2, 2, 1, 1)));  // stride 2
+  CHECK_FALSE(cpu::winograd_applies(make_conv2d_geometry(1, 1, 5, 5, 1, 1, 1, 1, 1, 0, 0)));  // 1x1
+  CHECK_FALSE(cpu::winograd_applies(make_conv2d_geometry(1, 1, 5, 5, 1, 3, 3, 1, 1, 3, 3)));  // padding 3
+  const Conv2dGeometry g = make_conv2d_geometry(1, 1, 5, 5, 1, 5, 5, 1, 1, 2, 2);
+  std::vector<float> x(25), w(25), y(25);
+  CHECK_THROWS_WITH_AS(cpu::conv_forward_winograd(g, x.data(), w.data(), y.data()),
+                       "conv2d: Winograd F(2x2, 3x3) needs a 3x3 filter, stride 1 and padding <= 2", Error);
+}
+
+TEST_CASE("conv winograd: every policy gives the same forward and backward data through the CPU kernels") {
+  PolicyAfter restore;
+  const Kernels& k = kernels_for(Device::cpu());
+  // Wide enough for the heuristic to pick Winograd, and a batch for both threads.
+  const Conv2dGeometry g = make_conv2d_geometry(4, 32, 10, 9, 40, 3, 3, 1, 1, 1, 1);
+  const auto x = as<float>(values(size_t(g.N * g.C * g.H * g.W), 3));
+  const auto w = as<float>(values(size_t(g.K * g.C * 9), 4));
+  const auto gy = as<float>(values(size_t(g.N * g.K * g.P * g.Q), 5));
+  auto run = [&](cpu::ConvPolicy p) {
+    cpu::set_conv_policy(p);
+    std::vector<float> y(gy.size()), gx(x.size());
+    k.conv2d_forward(DType::f32, g, x.data(), w.data(), y.data(), nullptr);
+    k.conv2d_backward_data(DType::f32, g, gy.data(), w.data(), gx.data(), nullptr);
+    return std::make_pair(y, gx);
+  };
+  const auto direct = run(cpu::ConvPolicy::gemm);
+  cpu::clear_conv_choices();
+  for (cpu::ConvPolicy p : {cpu::ConvPolicy::winograd, cpu::ConvPolicy::heuristic, cpu::ConvPolicy::benchmark,
+                            cpu::ConvPolicy::benchmark}) {  // benchmark twice: timed first call, then the cached choice
+    CAPTURE(cpu::conv_policy_name(p));
+    const auto got = run(p);
+    for (int which = 0; which < 2; ++which) {
+      const auto& a = which ? got.second : got.first;
+      const auto& b = which ? direct.second : direct.first;
+      double worst = 0;
+      for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, double(std::fabs(a[i] - b[i])) / (1 + std::fabs(b[i])));
+      CHECK(worst < 2e-5);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ember
