@@ -73,8 +73,8 @@ const std::vector<Problem> kProblems = {
     {false, false, 1, 1, 1, 1.0, 0.0},       {false, false, 7, 5, 3, 1.0, 0.0},
     {false, false, 13, 37, 29, 0.5, 0.25},   {true, false, 19, 33, 260, 1.0, 1.0},
     {false, true, 9, 50, 300, 1.0, 0.0},     {true, true, 23, 17, 41, -1.0, 0.5},
-    {false, false, 130, 70, 513, 1.0, 0.0},  {false, true, 6, 6, 1000, 2.0, 1.0},  // dot-product path
-    {false, false, 3, 2100, 20, 1.0, 0.0},   {false, false, 64, 96, 0, 1.0, 0.5},  // N past one NC block; K = 0
+    {false, false, 150, 70, 1030, 1.0, 0.0},  {false, true, 6, 6, 1000, 2.0, 1.0},  // dot-product path
+    {false, false, 3, 3100, 20, 1.0, 0.0},   {false, false, 64, 96, 0, 1.0, 0.5},  // N past one NC block (3072); K = 0
 };
 
 TEST_CASE_TEMPLATE("gemm: every kernel set this CPU runs matches a double loop", T, float, double) {

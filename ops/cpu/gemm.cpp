@@ -28,11 +28,12 @@ namespace {
 
 // Cache blocks (elements): the packed B block stays in L2, an A panel in L1.
 // MC is rounded down to a whole number of MR-row panels. Chosen with
-// build/bench_gemm on a Zen 4 EPYC (KC 256 / MC 128 before: 172 -> 207
-// GFLOP/s at n = 1024, 164 -> 195 at 2048, 2 threads).
-constexpr int64_t kKC = 384;
+// build/bench_gemm on a Zen 4 EPYC, 2 threads (KC 256 / MC 128 / NC 2048
+// before: ~172 -> ~196 GFLOP/s at n = 1024, ~164 -> ~200 at 2048; sweeps
+// vary by +-8% from run to run on this shared machine).
+constexpr int64_t kKC = 512;
 constexpr int64_t kMC = 144;
-constexpr int64_t kNC = 2048;
+constexpr int64_t kNC = 3072;
 
 // Packs rows [0, mc) x inner [0, kc) of op(A) into MR-row panels, zero padded,
 // converting A's type TA (T, or f16 for T = float) on the way.

@@ -46,6 +46,7 @@ void micro_kernel(int64_t kc, const T* __restrict a, const T* __restrict b, T* _
   V acc[MR][NV];
   for (int i = 0; i < MR; ++i)
     for (int v = 0; v < NV; ++v) acc[i][v] = V{};
+#pragma GCC unroll 4
   for (int64_t k = 0; k < kc; ++k) {
     V bv[NV];
     for (int v = 0; v < NV; ++v) bv[v] = load_vec<V>(b + k * NR + v * L);
