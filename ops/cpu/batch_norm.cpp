@@ -25,6 +25,7 @@
 #include "engine/parallel.h"
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/f16_util.h"
+#include "ops/cpu/vector_clones.h"
 
 namespace ember::cpu {
 
@@ -38,9 +39,14 @@ int64_t grain_for(int64_t per_item) { return std::max<int64_t>(1, kGrain / std::
 // nothing next to the f32 vector loop.
 constexpr int64_t kChunk = 1024;
 
+// The per-element loops, as plain functions: the f32 ones are compiled per
+// vector width (vector_clones.h), the templates serve f64.
+
 // s += sum (x[i] - shift), ss += sum (x[i] - shift)^2 over n values.
+// (Always inlined, so that each clone of the f32 functions gets its own
+// vector code instead of calling one baseline copy.)
 template <typename T>
-void add_shifted_sums(const T* x, int64_t n, T shift, double& s, double& ss) {
+[[gnu::always_inline]] inline void add_shifted_sums(const T* x, int64_t n, T shift, double& s, double& ss) {
   for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
     const int64_t i1 = std::min(n, i0 + kChunk);
     T cs = T(0), css = T(0);
@@ -57,7 +63,8 @@ void add_shifted_sums(const T* x, int64_t n, T shift, double& s, double& ss) {
 
 // s1 += sum g[i], s2 += sum g[i] * (x[i] - mean) over n values.
 template <typename T>
-void add_gradient_sums(const T* x, const T* g, int64_t n, T mean, double& s1, double& s2) {
+[[gnu::always_inline]] inline void add_gradient_sums(const T* x, const T* g, int64_t n, T mean, double& s1,
+                                                     double& s2) {
   for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
     const int64_t i1 = std::min(n, i0 + kChunk);
     T c1 = T(0), c2 = T(0);
@@ -70,6 +77,54 @@ void add_gradient_sums(const T* x, const T* g, int64_t n, T mean, double& s1, do
     s2 += double(c2);
   }
 }
+// y = (x - m) * a + b over n values.
+template <typename T>
+[[gnu::always_inline]] inline void affine(const T* x, T* y, int64_t n, T m, T a, T b) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - m) * a + b;
+}
+
+// out = a * g + (b * (x - mean) + d) over n values (the training gradient).
+template <typename T>
+[[gnu::always_inline]] inline void gradient_apply(const T* x, const T* g, T* out, int64_t n, T mean, T a, T b, T d) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) out[i] = a * g[i] + (b * (x[i] - mean) + d);
+}
+
+EMBER_VECTOR_CLONES void shifted_sums_f32(const float* x, int64_t n, float shift, double& s, double& ss) {
+  add_shifted_sums<float>(x, n, shift, s, ss);
+}
+EMBER_VECTOR_CLONES void gradient_sums_f32(const float* x, const float* g, int64_t n, float mean, double& s1,
+                                           double& s2) {
+  add_gradient_sums<float>(x, g, n, mean, s1, s2);
+}
+EMBER_VECTOR_CLONES void affine_f32(const float* x, float* y, int64_t n, float m, float a, float b) {
+  affine<float>(x, y, n, m, a, b);
+}
+EMBER_VECTOR_CLONES void gradient_apply_f32(const float* x, const float* g, float* out, int64_t n, float mean,
+                                            float a, float b, float d) {
+  gradient_apply<float>(x, g, out, n, mean, a, b, d);
+}
+
+// The loops by compute type: the cloned f32 functions, the templates for f64.
+void shifted_sums(const float* x, int64_t n, float shift, double& s, double& ss) { shifted_sums_f32(x, n, shift, s, ss); }
+void shifted_sums(const double* x, int64_t n, double shift, double& s, double& ss) { add_shifted_sums(x, n, shift, s, ss); }
+void gradient_sums(const float* x, const float* g, int64_t n, float mean, double& s1, double& s2) {
+  gradient_sums_f32(x, g, n, mean, s1, s2);
+}
+void gradient_sums(const double* x, const double* g, int64_t n, double mean, double& s1, double& s2) {
+  add_gradient_sums(x, g, n, mean, s1, s2);
+}
+void apply_affine(const float* x, float* y, int64_t n, float m, float a, float b) { affine_f32(x, y, n, m, a, b); }
+void apply_affine(const double* x, double* y, int64_t n, double m, double a, double b) { affine(x, y, n, m, a, b); }
+void apply_gradient(const float* x, const float* g, float* out, int64_t n, float mean, float a, float b, float d) {
+  gradient_apply_f32(x, g, out, n, mean, a, b, d);
+}
+void apply_gradient(const double* x, const double* g, double* out, int64_t n, double mean, double a, double b,
+                    double d) {
+  gradient_apply(x, g, out, n, mean, a, b, d);
+}
+
 }  // namespace
 
 // x, y: [N, C, HW]   gamma, beta, running_mean, running_var, save_mean, save_invstd: [C]
@@ -95,7 +150,7 @@ void batch_norm_forward_train(DType dt, const void* x, const void* gamma, const 
         const T shift = M > 0 ? load<0>(sx + c * HW, 1)[0] : T(0);
         double s = 0.0, ss = 0.0;
         for (int64_t n = 0; n < N; ++n) {
-          add_shifted_sums(load<0>(sx + (n * C + c) * HW, HW), HW, shift, s, ss);
+          shifted_sums(load<0>(sx + (n * C + c) * HW, HW), HW, shift, s, ss);
         }
         const double dmean = M > 0 ? s / double(M) : 0.0;
         const double mean = double(shift) + dmean;
@@ -111,8 +166,7 @@ void batch_norm_forward_train(DType dt, const void* x, const void* gamma, const 
         for (int64_t n = 0; n < N; ++n) {
           const T* xp = load<0>(sx + (n * C + c) * HW, HW);
           T* yp = out_ptr<1>(sy + (n * C + c) * HW, HW);
-#pragma omp simd
-          for (int64_t i = 0; i < HW; ++i) yp[i] = (xp[i] - m) * a + b;
+          apply_affine(xp, yp, HW, m, a, b);
           store(yp, sy + (n * C + c) * HW, HW);
         }
       }
@@ -183,8 +237,7 @@ void batch_norm_backward_train(DType dt, const void* x, const void* gy, const vo
         // pass 1: sum gy and sum gy * (x - mean)
         double s1 = 0.0, s2 = 0.0;
         for (int64_t n = 0; n < N; ++n) {
-          add_gradient_sums(load<0>(sx + (n * C + c) * HW, HW), load<1>(sgy + (n * C + c) * HW, HW), HW, mean, s1,
-                            s2);
+          gradient_sums(load<0>(sx + (n * C + c) * HW, HW), load<1>(sgy + (n * C + c) * HW, HW), HW, mean, s1, s2);
         }
         const double gb = s1, gg = s2 * invstd;
         pgb[c] = P(gb);
@@ -197,8 +250,7 @@ void batch_norm_backward_train(DType dt, const void* x, const void* gy, const vo
           const T* xp = load<0>(sx + (n * C + c) * HW, HW);
           const T* gp = load<1>(sgy + (n * C + c) * HW, HW);
           T* op = out_ptr<2>(sgx + (n * C + c) * HW, HW);
-#pragma omp simd
-          for (int64_t i = 0; i < HW; ++i) op[i] = a * gp[i] + (b * (xp[i] - mean) + d);
+          apply_gradient(xp, gp, op, HW, mean, a, b, d);
           store(op, sgx + (n * C + c) * HW, HW);
         }
       }
