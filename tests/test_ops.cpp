@@ -430,6 +430,10 @@ TEST_CASE("ops: conv2d through the harness") {
   // Wider channels to reach the fast (blocked GEMM) paths; sampled finite differences.
   cases.push_back(conv_case({2, 16, 8, 8, 24, 3, 3, 1, 1, true}, 48));
   cases.push_back(conv_case({2, 20, 9, 7, 33, 1, 1, 2, 0, false}, 48));
+  // Batches past one stack of small images per thread (conv.cpp stacks 4x4
+  // planes 15 (3x3) and 16 (1x1) to a GEMM): a full stack and a partial one.
+  cases.push_back(conv_case({34, 2, 4, 4, 3, 3, 3, 1, 1, false}, 24));
+  cases.push_back(conv_case({34, 3, 4, 4, 5, 1, 1, 1, 0, true}, 24));
   run_cases(cases);
 }
 

@@ -94,6 +94,14 @@ struct PaddedGrid {
       std::memset(xpad + g.C * g.H * g.W, 0, sizeof(T) * (total - size_t(g.C * g.H * g.W)));
       return;
     }
+    if (g.pad_h == 0 && g.pad_w == 0) {  // stacked planes: one copy per (image, channel), zero only the rest
+      for (int64_t i = 0; i < count; ++i)
+        for (int64_t c = 0; c < g.C; ++c) copy_values(x + (i * g.C + c) * g.H * g.W, xpad + (c * G + i) * Hp * Wp, g.H * g.W);
+      for (int64_t c = 0; c < g.C; ++c)
+        std::memset(xpad + (c * G + count) * Hp * Wp, 0, sizeof(T) * size_t((G - count) * Hp * Wp));
+      std::memset(xpad + g.C * G * Hp * Wp, 0, sizeof(T) * (total - size_t(g.C * G * Hp * Wp)));
+      return;
+    }
     std::memset(xpad, 0, sizeof(T) * total);
     for (int64_t i = 0; i < count; ++i)
       for (int64_t c = 0; c < g.C; ++c)
@@ -140,9 +148,22 @@ void forward_grid(const Conv2dGeometry& g, const PaddedGrid<T>& grid, const S* x
   gemm_serial_packed<T, S>(false, g.K, grid.cols, g.col_rows(), T(1), w, g.col_rows(), pack, T(0), out, grid.cols);
   if (dense) return;
   for (int64_t i = 0; i < count; ++i)
-    for (int64_t k = 0; k < g.K; ++k)
+    for (int64_t k = 0; k < g.K; ++k) {
+      if (grid.Wp == g.Q) {  // no extra columns: the image's rows are one block
+        copy_values(out + k * grid.cols + i * grid.Hp * grid.Wp, y + (i * g.K + k) * g.P * g.Q, g.P * g.Q);
+        continue;
+      }
       for (int64_t p = 0; p < g.P; ++p)
         copy_values(out + k * grid.cols + (i * grid.Hp + p) * grid.Wp, y + ((i * g.K + k) * g.P + p) * g.Q, g.Q);
+    }
+}
+
+// Pointwise convolutions of planes smaller than this many pixels stack
+// images on the grid too (ResNet-50's 1x1 layers at 7x7 and 14x14: a GEMM
+// of 49 columns per image wastes most of each packed panel).
+constexpr int64_t kStackPointwiseBelow = 256;
+bool stacks_images(const Conv2dGeometry& g) {
+  return is_stride1(g) && (!is_pointwise(g) || g.H * g.W < kStackPointwiseBelow);
 }
 
 // Images stacked per padded-grid GEMM so that its N dimension (the grid's
@@ -229,7 +250,7 @@ template <typename S>
 void conv_forward_gemm(const Conv2dGeometry& g, const S* x, const S* w, S* y) {
   using T = compute_t<S>;
   const int64_t CHW = g.C * g.H * g.W, PQ = g.col_cols(), KPQ = g.K * PQ;
-  if (is_stride1(g) && !is_pointwise(g) && g.N >= num_threads()) {
+  if (stacks_images(g) && g.N >= num_threads()) {
     // Stacked images on the padded grid (converts while padding and while storing rows).
     const int64_t stack = grid_stack(g);
     const PaddedGrid<T> grid(g, stack);
@@ -274,7 +295,7 @@ template <typename S>
 void conv_backward_data(const Conv2dGeometry& g, const S* gy, const S* w, S* gx) {
   using T = compute_t<S>;
   const int64_t CRS = g.col_rows(), PQ = g.col_cols(), CHW = g.C * g.H * g.W, KPQ = g.K * PQ;
-  if (is_pointwise(g)) {  // gx[n] = w^T gy[n]
+  if (is_pointwise(g) && !stacks_images(g)) {  // gx[n] = w^T gy[n] (else: the transposed filter's forward, below)
     for_each_image(g.N, conv_flops(g), [&](int64_t n, bool par) {
       if constexpr (is_f16_v<S>) {
         gemm_f16a_chunked(true, g.C, PQ, g.K, w, CRS, gy + n * KPQ, PQ, gx + n * CHW, PQ, par);
