@@ -1,8 +1,9 @@
-// engine/half.cpp — binary16 conversions (scalar reference + F16C bulk paths).
+// engine/half.cpp — binary16 conversions (scalar reference + F16C and
+// AVX-512 bulk paths chosen at run time).
 #include "engine/half.h"
 
 #include <cstring>
-#if defined(__F16C__)
+#if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
@@ -59,26 +60,75 @@ uint16_t float_to_half(float f) {
   return uint16_t(sign | h);
 }
 
-void half_to_float_n(const uint16_t* src, float* dst, size_t n) {
+// Bulk conversions: the widest the CPU has, chosen once at run time (the
+// build's baseline may predate F16C: ARCH=x86-64-v2), with GCC's target
+// attributes so each body may use its instructions whatever -march says.
+namespace {
+
+void half_to_float_scalar(const uint16_t* src, float* dst, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] = half_to_float(src[i]);
+}
+void float_to_half_scalar(const float* src, uint16_t* dst, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] = float_to_half(src[i]);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx,f16c"))) void half_to_float_f16c(const uint16_t* src, float* dst, size_t n) {
   size_t i = 0;
-#if defined(__F16C__)
-  for (; i + 8 <= n; i += 8) {
-    __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
-    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
-  }
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+  for (; i < n; ++i) dst[i] = _cvtsh_ss(src[i]);
+}
+__attribute__((target("avx,f16c"))) void float_to_half_f16c(const float* src, uint16_t* dst, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; ++i) dst[i] = _cvtss_sh(src[i], _MM_FROUND_TO_NEAREST_INT);
+}
+// (The maskz forms avoid GCC 12's bogus -Wmaybe-uninitialized on the unmasked ones.)
+__attribute__((target("avx512f,f16c"))) void half_to_float_avx512(const uint16_t* src, float* dst, size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(dst + i, _mm512_maskz_cvtph_ps(0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
+  half_to_float_f16c(src + i, dst + i, n - i);
+}
+__attribute__((target("avx512f,f16c"))) void float_to_half_avx512(const float* src, uint16_t* dst, size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
+                        _mm512_maskz_cvtps_ph(0xffff, _mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  float_to_half_f16c(src + i, dst + i, n - i);
+}
 #endif
-  for (; i < n; ++i) dst[i] = half_to_float(src[i]);
+
+using HalfToFloat = void (*)(const uint16_t*, float*, size_t);
+using FloatToHalf = void (*)(const float*, uint16_t*, size_t);
+
+HalfToFloat pick_half_to_float() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c")) return half_to_float_avx512;
+  if (__builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c")) return half_to_float_f16c;
+#endif
+  return half_to_float_scalar;
+}
+FloatToHalf pick_float_to_half() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c")) return float_to_half_avx512;
+  if (__builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c")) return float_to_half_f16c;
+#endif
+  return float_to_half_scalar;
+}
+
+}  // namespace
+
+void half_to_float_n(const uint16_t* src, float* dst, size_t n) {
+  static const HalfToFloat convert = pick_half_to_float();
+  convert(src, dst, n);
 }
 
 void float_to_half_n(const float* src, uint16_t* dst, size_t n) {
-  size_t i = 0;
-#if defined(__F16C__)
-  for (; i + 8 <= n; i += 8) {
-    __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
-  }
-#endif
-  for (; i < n; ++i) dst[i] = float_to_half(src[i]);
+  static const FloatToHalf convert = pick_float_to_half();
+  convert(src, dst, n);
 }
 
 }  // namespace ember

@@ -50,8 +50,14 @@ inline f16 f2h(float f) {
 }
 
 // n f16 values -> f32.   src: [n]   dst: [n]
+// Inline vector code when the build targets F16C (ARCH=native, x86-64-v3);
+// else engine/half.h's bulk routine, which picks F16C or AVX-512 at run time.
 inline void h2f(const f16* src, float* dst, int64_t n) {
   const uint16_t* s = reinterpret_cast<const uint16_t*>(src);
+#if !defined(__F16C__)
+  half_to_float_n(s, dst, size_t(n));
+  return;
+#endif
   int64_t i = 0;
 #if defined(__AVX512F__)
   for (; i + 16 <= n; i += 16)
@@ -67,6 +73,10 @@ inline void h2f(const f16* src, float* dst, int64_t n) {
 // n f32 values -> f16, round to nearest even.   src: [n]   dst: [n]
 inline void f2h(const float* src, f16* dst, int64_t n) {
   uint16_t* d = reinterpret_cast<uint16_t*>(dst);
+#if !defined(__F16C__)
+  float_to_half_n(src, d, size_t(n));
+  return;
+#endif
   int64_t i = 0;
 #if defined(__AVX512F__)
   for (; i + 16 <= n; i += 16)
