@@ -79,7 +79,9 @@ ifeq ($(CUDA),1)
   CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt
   ifeq ($(CUDNN),1)
     NVCCFLAGS   += -DEMBER_CUDNN=1
-    CUDA_LDLIBS += -lcudnn -lcublas
+    CPPFLAGS    += -DEMBER_CUDNN=1
+    # cuBLAS is not linked: cuda/cudnn/cublas_loader.h opens it on first use.
+    CUDA_LDLIBS += -lcudnn
   endif
   ifeq ($(NCCL),1)
     NVCCFLAGS   += -DEMBER_NCCL=1

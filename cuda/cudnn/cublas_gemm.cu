@@ -8,6 +8,7 @@
 // alpha/beta (CUBLAS_COMPUTE_32F), so products accumulate in f32 and C is
 // rounded once; cuBLAS may use tensor cores for it.
 #include "cuda/common.cuh"
+#include "cuda/cudnn/cublas_loader.h"
 #include "cuda/cudnn/cudnn_common.h"
 #include "cuda/cudnn/cudnn_kernels.h"
 
@@ -20,15 +21,15 @@ void cublas_gemm(DType dt, bool trans_a, bool trans_b, int64_t M, int64_t N, int
   const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   if (dt == DType::f32) {
     const float a = float(alpha), b = float(beta);
-    CUBLAS_CHECK(cublasSgemm(h, op_b, op_a, int(N), int(M), int(K), &a, static_cast<const float*>(B), int(ldb),
+    CUBLAS_CHECK(cublas_api().sgemm(h, op_b, op_a, int(N), int(M), int(K), &a, static_cast<const float*>(B), int(ldb),
                              static_cast<const float*>(A), int(lda), &b, static_cast<float*>(C), int(ldc)));
   } else if (dt == DType::f64) {
-    CUBLAS_CHECK(cublasDgemm(h, op_b, op_a, int(N), int(M), int(K), &alpha, static_cast<const double*>(B), int(ldb),
+    CUBLAS_CHECK(cublas_api().dgemm(h, op_b, op_a, int(N), int(M), int(K), &alpha, static_cast<const double*>(B), int(ldb),
                              static_cast<const double*>(A), int(lda), &beta, static_cast<double*>(C), int(ldc)));
   } else if (dt == DType::f16) {
     const float a = float(alpha), b = float(beta);
-    CUBLAS_CHECK(cublasGemmEx(h, op_b, op_a, int(N), int(M), int(K), &a, B, CUDA_R_16F, int(ldb), A, CUDA_R_16F,
-                              int(lda), &b, C, CUDA_R_16F, int(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    CUBLAS_CHECK(cublas_api().gemm_ex(h, op_b, op_a, int(N), int(M), int(K), &a, B, CUDA_R_16F, int(ldb), A, CUDA_R_16F,
+                                      int(lda), &b, C, CUDA_R_16F, int(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   } else {
     fail(cat("cublas gemm: unsupported dtype ", dtype_name(dt)));
   }

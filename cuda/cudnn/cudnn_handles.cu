@@ -2,8 +2,10 @@
 //
 // Created on first use (creating them needs a GPU) and kept for the life of
 // the process; every call rebinds the handle to the stream it is given.
+// cuBLAS itself is opened on first use (cublas_loader.h).
 #include <mutex>
 
+#include "cuda/cudnn/cublas_loader.h"
 #include "cuda/cudnn/cudnn_common.h"
 
 namespace ember::cuda {
@@ -21,12 +23,12 @@ cudnnHandle_t cudnn_handle(cudaStream_t stream) {
 cublasHandle_t cublas_handle(cudaStream_t stream) {
   static cublasHandle_t handle = [] {
     cublasHandle_t h = nullptr;
-    CUBLAS_CHECK(cublasCreate(&h));
+    CUBLAS_CHECK(cublas_api().create(&h));
     // Full f32 precision: no TF32 tensor-core shortcuts for f32 GEMMs.
-    CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+    CUBLAS_CHECK(cublas_api().set_math_mode(h, CUBLAS_DEFAULT_MATH));
     return h;
   }();
-  CUBLAS_CHECK(cublasSetStream(handle, stream));
+  CUBLAS_CHECK(cublas_api().set_stream(handle, stream));
   return handle;
 }
 
