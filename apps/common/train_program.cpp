@@ -9,6 +9,8 @@
 #include "net/checkpoint.h"
 #include "net/dist/data_parallel.h"
 #include "net/json.h"
+#include "ops/cpu/conv_winograd.h"
+#include "ops/cpu/gemm_isa.h"
 #include "ops/kernel_profile.h"
 
 namespace ember::apps {
@@ -101,7 +103,11 @@ int run_train_program(const TrainProgram& program, int argc, char** argv) {
                                        : start_distributed(s.dist, env, !device.is_cpu(), device.index, nccl);
   out = dist.log;
   std::fprintf(out, "Start training with: %s\n", flags.settings().c_str());
-  std::fprintf(out, "threads=%d\n", num_threads());
+  if (device.is_cpu())  // what ran: EMBER_CPU_ISA and EMBER_CPU_CONV change these (README, "CPU speed")
+    std::fprintf(out, "threads=%d, CPU GEMM kernels %s, convolution policy %s\n", num_threads(),
+                 cpu::gemm_isa_name(cpu::active_gemm_isa()), cpu::conv_policy_name(cpu::conv_policy()));
+  else
+    std::fprintf(out, "threads=%d\n", num_threads());
   if (env.world > 1)
     std::fprintf(out, "data-parallel: %d ranks (%s), rendezvous %s:%d, kv-store %s; global batch %lld = --batch-size %lld x %d\n",
                  env.world, env.source.c_str(), env.master_addr.c_str(), env.master_port,
