@@ -22,7 +22,7 @@
 #include <tuple>
 #include <vector>
 
-#include "apps/common/cpu_peak.h"
+#include "apps/common/bench_timing.h"
 #include "apps/common/flags.h"
 #include "engine/error.h"
 #include "engine/parallel.h"
@@ -99,18 +99,6 @@ std::vector<Use> resnet_convs(int depth, int64_t N, int64_t size, int64_t in_cha
   return list;
 }
 
-double median_ms(int reps, const auto& f) {
-  f();  // warm-up: buffers sized, pages touched
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
 struct Times {
   double fwd = 0, bwd_data = 0, bwd_filter = 0;
   double sum() const { return fwd + bwd_data + bwd_filter; }
@@ -125,11 +113,11 @@ Times time_conv(const Conv2dGeometry& g, DType dt, int reps, bool want_bwd_data)
   k.random_normal(dt, w.raw_data(), w.numel(), 2, 0, 0.0, 0.05, nullptr);
   k.random_normal(dt, gy.raw_data(), gy.numel(), 3, 0, 0.0, 1.0, nullptr);
   Times t;
-  t.fwd = median_ms(reps, [&] { k.conv2d_forward(dt, g, x.raw_data(), w.raw_data(), y.raw_data(), nullptr); });
+  t.fwd = apps::median_ms(reps, [&] { k.conv2d_forward(dt, g, x.raw_data(), w.raw_data(), y.raw_data(), nullptr); });
   if (want_bwd_data)
-    t.bwd_data = median_ms(reps, [&] { k.conv2d_backward_data(dt, g, gy.raw_data(), w.raw_data(), gx.raw_data(), nullptr); });
+    t.bwd_data = apps::median_ms(reps, [&] { k.conv2d_backward_data(dt, g, gy.raw_data(), w.raw_data(), gx.raw_data(), nullptr); });
   t.bwd_filter =
-      median_ms(reps, [&] { k.conv2d_backward_filter(dt, g, x.raw_data(), gy.raw_data(), gw.raw_data(), nullptr); });
+      apps::median_ms(reps, [&] { k.conv2d_backward_filter(dt, g, x.raw_data(), gy.raw_data(), gw.raw_data(), nullptr); });
   return t;
 }
 

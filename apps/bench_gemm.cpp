@@ -11,14 +11,13 @@
 // from another machine. Each problem: one warm-up call, then the median of
 // --reps calls. Correctness is the tests' job (tests/test_gemm_isa.cpp).
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <exception>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "apps/common/cpu_peak.h"
+#include "apps/common/bench_timing.h"
 #include "apps/common/flags.h"
 #include "engine/error.h"
 #include "engine/parallel.h"
@@ -28,7 +27,6 @@
 namespace ember {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
 struct Shape3 {
   int64_t M, N, K;
@@ -65,18 +63,6 @@ std::vector<Shape3> parse_shapes(const std::string& list) {
   return out;
 }
 
-double median_ms(int reps, const auto& f) {
-  f();
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    const auto t0 = Clock::now();
-    f();
-    t.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
 void bench_isa(const std::vector<Shape3>& shapes, int reps) {
   const cpu::GemmKernels<float>& k = cpu::gemm_kernels<float>();
   const double peak = apps::cpu_fma_peak_gflops();
@@ -87,7 +73,7 @@ void bench_isa(const std::vector<Shape3>& shapes, int reps) {
     std::vector<float> A(size_t(s.M * s.K), 0.5f), B(size_t(s.K * s.N), 0.25f), C(size_t(s.M * s.N));
     for (size_t i = 0; i < A.size(); ++i) A[i] = float(int(i % 17) - 8) / 8.0f;
     for (size_t i = 0; i < B.size(); ++i) B[i] = float(int(i % 13) - 6) / 6.0f;
-    const double ms = median_ms(reps, [&] {
+    const double ms = apps::median_ms(reps, [&] {
       cpu::gemm_parallel<float>(false, false, s.M, s.N, s.K, 1.0f, A.data(), s.K, B.data(), s.N, 0.0f, C.data(), s.N);
     });
     const double gflops = 2.0 * double(s.M) * double(s.N) * double(s.K) / (ms * 1e-3) * 1e-9;

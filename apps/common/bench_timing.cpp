@@ -1,5 +1,5 @@
-// apps/common/cpu_peak.cpp — see cpu_peak.h.
-#include "apps/common/cpu_peak.h"
+// apps/common/bench_timing.cpp — see bench_timing.h.
+#include "apps/common/bench_timing.h"
 
 #include <chrono>
 #include <vector>
