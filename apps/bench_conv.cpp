@@ -38,8 +38,9 @@ struct Use {
   int count = 0;
 };
 
-// Every convolution of a torchvision ResNet (18/34 basic blocks, 50/101/152
-// bottlenecks, stride on the 3x3), with its number of uses.
+// Every convolution of a ResNet, with its number of uses: torchvision's
+// (18/34 basic blocks, 50/101/152 bottlenecks, stride on the 3x3) or the
+// CIFAR-style 6n+2 ones.
 std::vector<Use> resnet_convs(int depth, int64_t N, int64_t size, int64_t in_channels) {
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>, Use> uses;  // C, H, K, R, stride, pad
   auto conv = [&](int64_t C, int64_t H, int64_t K, int64_t R, int64_t stride) {
@@ -61,37 +62,35 @@ std::vector<Use> resnet_convs(int depth, int64_t N, int64_t size, int64_t in_cha
         C = width, H = Ho;
       }
     }
-    std::vector<Use> list;
-    for (auto& [key, u] : uses) list.push_back(u);
-    return list;
-  }
-  std::vector<int> blocks;
-  bool bottleneck = depth >= 50;
-  switch (depth) {
-    case 18: blocks = {2, 2, 2, 2}; break;
-    case 34: case 50: blocks = {3, 4, 6, 3}; break;
-    case 101: blocks = {3, 4, 23, 3}; break;
-    case 152: blocks = {3, 8, 36, 3}; break;
-    default: fail(cat("--num-layers must be 18, 34, 50, 101, 152 or 6n+2 (CIFAR style: 20, 32, 56, ...), got ", depth));
-  }
-  int64_t H = conv(in_channels, size, 64, 7, 2);
-  H = (H + 2 - 3) / 2 + 1;  // max pool 3x3 stride 2 pad 1
-  int64_t C = 64;
-  for (int stage = 0; stage < 4; ++stage) {
-    const int64_t width = 64 << stage, out = bottleneck ? width * 4 : width;
-    for (int b = 0; b < blocks[size_t(stage)]; ++b) {
-      const int64_t stride = stage > 0 && b == 0 ? 2 : 1;
-      int64_t Ho;
-      if (bottleneck) {
-        conv(C, H, width, 1, 1);
-        Ho = conv(width, H, width, 3, stride);
-        conv(width, Ho, out, 1, 1);
-      } else {
-        Ho = conv(C, H, width, 3, stride);
-        conv(width, Ho, out, 3, 1);
+  } else {  // torchvision
+    std::vector<int> blocks;
+    bool bottleneck = depth >= 50;
+    switch (depth) {
+      case 18: blocks = {2, 2, 2, 2}; break;
+      case 34: case 50: blocks = {3, 4, 6, 3}; break;
+      case 101: blocks = {3, 4, 23, 3}; break;
+      case 152: blocks = {3, 8, 36, 3}; break;
+      default: fail(cat("--num-layers must be 18, 34, 50, 101, 152 or 6n+2 (CIFAR style: 20, 32, 56, ...), got ", depth));
+    }
+    int64_t H = conv(in_channels, size, 64, 7, 2);
+    H = (H + 2 - 3) / 2 + 1;  // max pool 3x3 stride 2 pad 1
+    int64_t C = 64;
+    for (int stage = 0; stage < 4; ++stage) {
+      const int64_t width = 64 << stage, out = bottleneck ? width * 4 : width;
+      for (int b = 0; b < blocks[size_t(stage)]; ++b) {
+        const int64_t stride = stage > 0 && b == 0 ? 2 : 1;
+        int64_t Ho;
+        if (bottleneck) {
+          conv(C, H, width, 1, 1);
+          Ho = conv(width, H, width, 3, stride);
+          conv(width, Ho, out, 1, 1);
+        } else {
+          Ho = conv(C, H, width, 3, stride);
+          conv(width, Ho, out, 3, 1);
+        }
+        if (stride != 1 || C != out) conv(C, H, out, 1, stride);
+        C = out, H = Ho;
       }
-      if (stride != 1 || C != out) conv(C, H, out, 1, stride);
-      C = out, H = Ho;
     }
   }
   std::vector<Use> list;
