@@ -7,8 +7,10 @@
 // For f32 and f64 the helpers are no-ops: load returns the source pointer
 // and out_ptr the destination, so those paths are unchanged.
 //
-// Conversions use AVX-512 (16 lanes) or F16C (8 lanes) when the compiler
-// targets them, and engine/half.h's exact scalar routines otherwise. (The
+// Bulk conversions use AVX-512 (16 lanes) or F16C (8 lanes) inline when the
+// compiler targets them, and otherwise engine/half.h's bulk routines, which
+// choose the same instructions at run time; single values use F16C or the
+// exact scalar routines. (The
 // maskz forms of the AVX-512 conversions avoid GCC 12's bogus
 // -Wmaybe-uninitialized on the unmasked ones.)
 #pragma once
@@ -54,40 +56,36 @@ inline f16 f2h(float f) {
 // else engine/half.h's bulk routine, which picks F16C or AVX-512 at run time.
 inline void h2f(const f16* src, float* dst, int64_t n) {
   const uint16_t* s = reinterpret_cast<const uint16_t*>(src);
-#if !defined(__F16C__)
-  half_to_float_n(s, dst, size_t(n));
-  return;
-#endif
+#if defined(__F16C__)
   int64_t i = 0;
 #if defined(__AVX512F__)
   for (; i + 16 <= n; i += 16)
     _mm512_storeu_ps(dst + i, _mm512_maskz_cvtph_ps(0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i))));
 #endif
-#if defined(__F16C__)
   for (; i + 8 <= n; i += 8)
     _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
-#endif
   for (; i < n; ++i) dst[i] = h2f(f16{s[i]});
+#else
+  half_to_float_n(s, dst, size_t(n));
+#endif
 }
 
 // n f32 values -> f16, round to nearest even.   src: [n]   dst: [n]
 inline void f2h(const float* src, f16* dst, int64_t n) {
   uint16_t* d = reinterpret_cast<uint16_t*>(dst);
-#if !defined(__F16C__)
-  float_to_half_n(src, d, size_t(n));
-  return;
-#endif
+#if defined(__F16C__)
   int64_t i = 0;
 #if defined(__AVX512F__)
   for (; i + 16 <= n; i += 16)
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i),
                         _mm512_maskz_cvtps_ph(0xffff, _mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 #endif
-#if defined(__F16C__)
   for (; i + 8 <= n; i += 8)
     _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
-#endif
   for (; i < n; ++i) d[i] = f2h(src[i]).bits;
+#else
+  float_to_half_n(src, d, size_t(n));
+#endif
 }
 
 
