@@ -15,7 +15,7 @@
 #include "engine/autograd.h"
 #include "engine/half.h"
 #include "engine/rng.h"
-#include "ops/cpu/conv_winograd.h"
+#include "ops/cpu/conv_policy.h"
 #include "ops/cpu/gemm_isa.h"
 
 namespace ember::test {
@@ -59,8 +59,9 @@ std::vector<Backend>& backends() {
     // checked on every op; every other backend puts the best set back, since
     // the CPU is their reference.
     // And once with every 3x3 stride-1 convolution by Winograd F(2x2, 3x3)
-    // (ops/cpu/conv_winograd.h), which the default policy uses only on
-    // wider layers than the harness's.
+    // (ops/cpu/conv_winograd.h), and once with every convolution by the GEMM
+    // lowerings (ops/cpu/conv.cpp), the algorithms the default policy
+    // (ops/cpu/conv_policy.h) takes only for some layers or not at all.
     const cpu::GemmIsa best = cpu::supported_gemm_isas().back();
     auto best_cpu = [best] {
       cpu::set_gemm_isa(best);
@@ -76,6 +77,10 @@ std::vector<Backend>& backends() {
     l.push_back(Backend{"cpu-winograd", Device::cpu(), true, [best] {
                           cpu::set_gemm_isa(best);
                           cpu::set_conv_policy(cpu::ConvPolicy::winograd);
+                        }, true});
+    l.push_back(Backend{"cpu-gemm", Device::cpu(), true, [best] {
+                          cpu::set_gemm_isa(best);
+                          cpu::set_conv_policy(cpu::ConvPolicy::gemm);
                         }, true});
 #if defined(EMBER_CUDA) || defined(EMBER_CUDASIM)
     // The hand-written CUDA kernels (on a GPU, or on the emulator), and the

@@ -1,6 +1,10 @@
-// ops/cpu/conv.cpp — the three convolution kernels on the CPU.
+// ops/cpu/conv.cpp — the three convolution kernels of the CPU table, and
+// the GEMM lowerings, one of the algorithms they choose from.
 //
-// Convolution is lowered to GEMM one image at a time. Two lowerings:
+// Which algorithm runs each pass is conv_policy.h's choice: the window-row
+// direct convolution (conv_window.h, the default), Winograd F(2x2, 3x3)
+// (conv_winograd.h), or the GEMM lowerings below, which run convolution as
+// a packed GEMM one image (or stack of images) at a time:
 //
 // Stride 1 ("padded grid", no im2col): zero-pad the image to [C, Hp, Wp] and
 // compute the output on the padded width, y'[k, p*Wp + q] for q < Wp, of
@@ -38,6 +42,8 @@
 #include <vector>
 
 #include "engine/parallel.h"
+#include "ops/cpu/conv_policy.h"
+#include "ops/cpu/conv_window.h"
 #include "ops/cpu/conv_winograd.h"
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/f16_util.h"
@@ -284,15 +290,28 @@ void conv_forward_gemm(const Conv2dGeometry& g, const S* x, const S* w, S* y) {
   });
 }
 
-// The forward convolution by the algorithm conv_winograd.h's policy picks.
+// The filter flipped and transposed for backward data as a forward convolution:
+//   wf[c, k, r, s] = w[k, c, R-1-r, S-1-s]     (moves f16 bits: exact)
 template <typename S>
-void conv_forward(const Conv2dGeometry& g, const S* x, const S* w, S* y) {
-  run_conv_forward(
-      g, dtype_of<S>::value, [&] { conv_forward_gemm(g, x, w, y); }, [&] { conv_forward_winograd(g, x, w, y); });
+const S* flipped_filter(const Conv2dGeometry& g, const S* w) {
+  S* wf = local_buffer<S, kFlipped>(g.K * g.col_rows());
+  parallel_for(0, g.C, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c)
+      for (int64_t k = 0; k < g.K; ++k)
+        for (int64_t r = 0; r < g.R; ++r)
+          for (int64_t s = 0; s < g.S; ++s)
+            wf[((c * g.K + k) * g.R + r) * g.S + s] = w[((k * g.C + c) * g.R + (g.R - 1 - r)) * g.S + (g.S - 1 - s)];
+  });
+  return wf;
+}
+// The forward geometry of backward data (stride 1): gy convolved with the
+// flipped filter, padding R-1-pad.
+Conv2dGeometry flipped_geometry(const Conv2dGeometry& g) {
+  return make_conv2d_geometry(g.N, g.K, g.P, g.Q, g.C, g.R, g.S, 1, 1, g.R - 1 - g.pad_h, g.S - 1 - g.pad_w);
 }
 
 template <typename S>
-void conv_backward_data(const Conv2dGeometry& g, const S* gy, const S* w, S* gx) {
+void conv_backward_data_gemm(const Conv2dGeometry& g, const S* gy, const S* w, S* gx) {
   using T = compute_t<S>;
   const int64_t CRS = g.col_rows(), PQ = g.col_cols(), CHW = g.C * g.H * g.W, KPQ = g.K * PQ;
   if (is_pointwise(g) && !stacks_images(g)) {  // gx[n] = w^T gy[n] (else: the transposed filter's forward, below)
@@ -308,18 +327,7 @@ void conv_backward_data(const Conv2dGeometry& g, const S* gy, const S* w, S* gx)
   }
   if (is_stride1(g) && g.pad_h <= g.R - 1 && g.pad_w <= g.S - 1) {
     // gx = conv(gy, flip(w)^T) with padding R-1-pad: a stride-1 forward.
-    //   wf[c, k, r, s] = w[k, c, R-1-r, S-1-s]
-    S* wf = local_buffer<S, kFlipped>(g.K * CRS);  // (moves f16 bits: exact)
-    parallel_for(0, g.C, 1, [&](int64_t c0, int64_t c1) {
-      for (int64_t c = c0; c < c1; ++c)
-        for (int64_t k = 0; k < g.K; ++k)
-          for (int64_t r = 0; r < g.R; ++r)
-            for (int64_t s = 0; s < g.S; ++s)
-              wf[((c * g.K + k) * g.R + r) * g.S + s] = w[((k * g.C + c) * g.R + (g.R - 1 - r)) * g.S + (g.S - 1 - s)];
-    });
-    const Conv2dGeometry gt = make_conv2d_geometry(g.N, g.K, g.P, g.Q, g.C, g.R, g.S, 1, 1, g.R - 1 - g.pad_h,
-                                                   g.S - 1 - g.pad_w);
-    conv_forward(gt, gy, wf, gx);
+    conv_forward_gemm(flipped_geometry(g), gy, flipped_filter(g, w), gx);
     return;
   }
   for_each_image(g.N, conv_flops(g), [&](int64_t n, bool par) {
@@ -337,7 +345,7 @@ void conv_backward_data(const Conv2dGeometry& g, const S* gy, const S* w, S* gx)
 }
 
 template <typename S>
-void conv_backward_filter(const Conv2dGeometry& g, const S* x, const S* gy, S* gw) {
+void conv_backward_filter_gemm(const Conv2dGeometry& g, const S* x, const S* gy, S* gw) {
   using T = compute_t<S>;
   const int64_t CRS = g.col_rows(), PQ = g.col_cols(), CHW = g.C * g.H * g.W, KCRS = g.K * CRS;
   const bool grid_path = is_stride1(g) && !is_pointwise(g);
@@ -407,6 +415,34 @@ void conv_backward_filter(const Conv2dGeometry& g, const S* x, const S* gy, S* g
     }
   });
   store(out, gw, KCRS);
+}
+
+// ------------------------------------------------------ the policy's choice
+
+template <typename S>
+void conv_forward(const Conv2dGeometry& g, const S* x, const S* w, S* y) {
+  run_conv_pass(ConvPass::forward, g, dtype_of<S>::value, [&](ConvAlgo a) {
+    if (a == ConvAlgo::window) return conv_forward_window(g, x, w, y);
+    if (a == ConvAlgo::winograd) return conv_forward_winograd(g, x, w, y);
+    conv_forward_gemm(g, x, w, y);
+  });
+}
+
+template <typename S>
+void conv_backward_data(const Conv2dGeometry& g, const S* gy, const S* w, S* gx) {
+  run_conv_pass(ConvPass::backward_data, g, dtype_of<S>::value, [&](ConvAlgo a) {
+    if (a == ConvAlgo::window) return conv_backward_data_window(g, gy, w, gx);
+    if (a == ConvAlgo::winograd) return conv_forward_winograd(flipped_geometry(g), gy, flipped_filter(g, w), gx);
+    conv_backward_data_gemm(g, gy, w, gx);
+  });
+}
+
+template <typename S>
+void conv_backward_filter(const Conv2dGeometry& g, const S* x, const S* gy, S* gw) {
+  run_conv_pass(ConvPass::backward_filter, g, dtype_of<S>::value, [&](ConvAlgo a) {
+    if (a == ConvAlgo::window) return conv_backward_filter_window(g, x, gy, gw);
+    conv_backward_filter_gemm(g, x, gy, gw);
+  });
 }
 
 }  // namespace

@@ -1,5 +1,4 @@
-// ops/cpu/conv_winograd.cpp — F(2x2, 3x3) convolution and the algorithm
-// policy (conv_winograd.h).
+// ops/cpu/conv_winograd.cpp — F(2x2, 3x3) convolution (conv_winograd.h).
 //
 // Work is split like the GEMM paths: each thread takes a contiguous share of
 // the images and walks its tile rows (image, ti) in batches of about
@@ -13,13 +12,6 @@
 #include "ops/cpu/conv_winograd.h"
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
-#include <map>
-#include <mutex>
-#include <tuple>
 #include <vector>
 
 #include "engine/error.h"
@@ -30,10 +22,6 @@
 namespace ember::cpu {
 namespace {
 
-// Channels (input and output) from which the heuristic takes Winograd:
-// measured with build/bench_conv on ResNet-20 and ResNet-50 geometries (the
-// transforms are per channel, the saving per channel pair).
-constexpr int64_t kWinogradMinChannels = 32;
 constexpr int64_t kTilesPerBatch = 192;
 
 // local_buffer slots (f16_util.h), distinct from conv.cpp's and gemm_f16.cpp's.
@@ -169,90 +157,7 @@ void winograd_images(const Conv2dGeometry& g, const Tiling& tl, const T* U, cons
   }
 }
 
-// ---------------------------------------------------------------- policy
-
-ConvPolicy initial_policy() {
-  const char* env = std::getenv("EMBER_CPU_CONV");
-  if (!env || !*env) return ConvPolicy::heuristic;
-  try {
-    return parse_conv_policy(env);
-  } catch (const Error& e) {
-    std::fprintf(stderr, "warning: %s; using heuristic\n", e.what());
-    return ConvPolicy::heuristic;
-  }
-}
-
-std::atomic<ConvPolicy>& policy_state() {
-  static std::atomic<ConvPolicy> p{initial_policy()};
-  return p;
-}
-
-// Benchmark mode's choices: geometry, dtype and thread count -> Winograd?
-using ChoiceKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int>;
-std::mutex choices_mutex;
-std::map<ChoiceKey, bool>& choices() {
-  static std::map<ChoiceKey, bool> m;
-  return m;
-}
-
-double seconds_of(const std::function<void()>& f) {
-  const auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 }  // namespace
-
-bool winograd_applies(const Conv2dGeometry& g) {
-  return g.R == 3 && g.S == 3 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h <= 2 && g.pad_w <= 2;
-}
-
-ConvPolicy conv_policy() { return policy_state().load(std::memory_order_relaxed); }
-void set_conv_policy(ConvPolicy p) { policy_state().store(p); }
-
-ConvPolicy parse_conv_policy(const std::string& name) {
-  if (name == "heuristic") return ConvPolicy::heuristic;
-  if (name == "benchmark") return ConvPolicy::benchmark;
-  if (name == "gemm") return ConvPolicy::gemm;
-  if (name == "winograd") return ConvPolicy::winograd;
-  throw Error("EMBER_CPU_CONV=" + name + ": unknown convolution policy (expected heuristic, benchmark, gemm or winograd)");
-}
-
-const char* conv_policy_name(ConvPolicy p) {
-  switch (p) {
-    case ConvPolicy::benchmark: return "benchmark";
-    case ConvPolicy::gemm: return "gemm";
-    case ConvPolicy::winograd: return "winograd";
-    default: return "heuristic";
-  }
-}
-
-void clear_conv_choices() {
-  std::lock_guard<std::mutex> lock(choices_mutex);
-  choices().clear();
-}
-
-void run_conv_forward(const Conv2dGeometry& g, DType dt, const std::function<void()>& gemm,
-                      const std::function<void()>& winograd) {
-  const ConvPolicy p = conv_policy();
-  if (!winograd_applies(g) || p == ConvPolicy::gemm) return gemm();
-  if (p == ConvPolicy::winograd) return winograd();
-  // Winograd splits images over the threads: with fewer images than threads
-  // the GEMM paths (which then split each GEMM) are chosen.
-  if (g.N < num_threads()) return gemm();
-  if (p == ConvPolicy::heuristic)
-    return std::min(g.C, g.K) >= kWinogradMinChannels ? winograd() : gemm();
-  const ChoiceKey key{g.N, g.C, g.H, g.W, g.K, g.pad_h, g.pad_w, int(dt), num_threads()};
-  {
-    std::lock_guard<std::mutex> lock(choices_mutex);
-    auto it = choices().find(key);
-    if (it != choices().end()) return it->second ? winograd() : gemm();
-  }
-  // First call: both, timed (each writes the whole output; the second's stays).
-  const double t_gemm = seconds_of(gemm), t_wino = seconds_of(winograd);
-  std::lock_guard<std::mutex> lock(choices_mutex);
-  choices()[key] = t_wino < t_gemm;
-}
 
 template <typename S>
 void conv_forward_winograd(const Conv2dGeometry& g, const S* x, const S* w, S* y) {

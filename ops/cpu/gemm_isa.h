@@ -41,6 +41,19 @@ struct GemmKernels {
   // registers (no memory traffic), the arithmetic peak of one core for this
   // set. Returns the floating-point operations done; *sink keeps the result live.
   double (*fma_peak_loop)(int64_t iters, T* sink) = nullptr;
+
+  // The window-row convolution's tiles (conv_micro.h, conv_window.h), same
+  // MR x NR register tile. Forward: row k of B is base + offsets[k], read in
+  // place for NR columns; C = acc + beta * C on the (mr x nr) corner.
+  //   a: packed [kc, MR]   C: [mr, nr] (ldc)
+  void (*window_tile)(int64_t kc, const T* a, const T* base, const int64_t* offsets, T* C, int64_t ldc, T beta,
+                      int mr, int nr) = nullptr;
+  // Filter gradient: row i of A is base + offsets[i] (MR rows, read along k
+  // in groups of G values), b packed [ceil(kc / G), NR] with output channel
+  // l / G of lane l; C[MR, NR] = acc (+ C when accumulating). Index g of the
+  // array is G = 1, 2, 4 (nullptr where G does not divide a vector).
+  void (*window_tile_t[3])(int64_t kc, const T* base, const int64_t* offsets, const T* b, T* C, int64_t ldc,
+                           bool accumulate) = {};
 };
 
 // The kernel sets of each instruction set (defined in the per-ISA files;

@@ -164,6 +164,14 @@ double fma_peak_loop(int64_t iters, T* sink) {
   return 2.0 * double(iters) * CHAINS * Vec<T, VB>::lanes;
 }
 
+}  // namespace
+}  // namespace ember::cpu::gemm_micro
+
+#include "ops/cpu/conv_micro.h"
+
+namespace ember::cpu::gemm_micro {
+namespace {
+
 // The kernel set for vectors of VB bytes and an MR x NV-vector tile.
 template <typename T, int VB, int MR, int NV>
 GemmKernels<T> make_kernels(const char* isa) {
@@ -174,6 +182,12 @@ GemmKernels<T> make_kernels(const char* isa) {
   k.micro_kernel = &micro_kernel<T, VB, MR, NV>;
   k.nt_dot_rows = &nt_dot_rows<T, VB>;
   k.fma_peak_loop = &fma_peak_loop<T, VB, MR * NV>;
+  k.window_tile = &window_tile<T, VB, MR, NV>;
+  constexpr int L = Vec<T, VB>::lanes;
+  k.window_tile_t[0] = &window_tile_t<T, VB, MR, NV, 1>;
+  // (a group is broadcast as one element of at most 16 bytes)
+  if constexpr (L % 2 == 0 && 2 * sizeof(T) <= 16) k.window_tile_t[1] = &window_tile_t<T, VB, MR, NV, 2>;
+  if constexpr (L % 4 == 0 && 4 * sizeof(T) <= 16) k.window_tile_t[2] = &window_tile_t<T, VB, MR, NV, 4>;
   return k;
 }
 

@@ -1,0 +1,174 @@
+// ops/cpu/conv_micro.h — the register tiles of the window-row convolution
+// (conv_window.h), written once with GCC vector extensions and compiled per
+// instruction set beside the GEMM's (gemm_micro.h includes this file; the
+// gemm_kernels_*.cpp files set -march). Internal to those files.
+//
+// A convolution is a GEMM whose operand rows are windows of the zero-padded
+// image: row (c, r, s) of the column matrix is a contiguous run of the image
+// grid starting at a fixed offset. These tiles read such rows in place,
+// through a table of offsets, instead of from packed panels:
+//
+//   window_tile  (forward, backward data) acc[MR x NR] += a[k][i] * B_k[j]
+//                where B_k = base + offsets[k]: vectors along the image row,
+//                the (packed) filter value broadcast.
+//   window_tile_t (filter gradient) acc[MR x NR] += A_i[k] * b[k][j] where
+//                A_i = base + offsets[i]: the image value broadcast, vectors
+//                along output channels (b: the output gradient packed
+//                [k, NR], output channels along the lanes).
+//
+// Filter gradients of layers with few output channels (16 on a 32-lane
+// tile) fold G consecutive k into the lanes: lane l of b holds output
+// channel l / G at k = G*kk + l % G, and A is broadcast G values at a time
+// (one 8-byte or 16-byte broadcast), so every lane does useful work; the
+// caller adds each group of G lanes at the end.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <algorithm>
+#include <utility>
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
+
+#include "ops/cpu/gemm_isa.h"
+
+namespace ember::cpu::gemm_micro {
+namespace {
+
+// acc -> C on the valid (mr x nr) corner: C = acc + beta * C (beta 0 or 1).
+template <typename T, int VB, int MR, int NV, typename V>
+inline void store_tile(const V (&acc)[MR][NV], T* C, int64_t ldc, T beta, int mr, int nr) {
+  constexpr int L = int(VB / sizeof(T));
+  constexpr int NR = NV * L;
+  if (mr == MR && nr == NR) {
+    for (int i = 0; i < MR; ++i)
+      for (int v = 0; v < NV; ++v) {
+        T* c = C + i * ldc + v * L;
+        store_vec(c, beta == T(0) ? acc[i][v] : acc[i][v] + load_vec<V>(c));
+      }
+    return;
+  }
+  alignas(64) T tile[MR * NR];
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) store_vec(tile + i * NR + v * L, acc[i][v]);
+  for (int i = 0; i < mr; ++i)
+    for (int j = 0; j < nr; ++j) {
+      T& c = C[i * ldc + j];
+      c = beta == T(0) ? tile[i * NR + j] : tile[i * NR + j] + c;
+    }
+}
+
+// The window tile's arithmetic: acc[MR][NV] = sum over k of a[k][i] * B_k.
+template <typename T, int VB, int MR, int NV>
+inline void window_accumulate(int64_t kc, const T* __restrict a, const T* base, const int64_t* __restrict offsets,
+                              typename Vec<T, VB>::type (&acc)[MR][NV]) {
+  using V = typename Vec<T, VB>::type;
+  constexpr int L = Vec<T, VB>::lanes;
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) acc[i][v] = V{};
+#pragma GCC unroll 4
+  for (int64_t k = 0; k < kc; ++k) {
+    const T* b = base + offsets[k];
+    V bv[NV];
+    for (int v = 0; v < NV; ++v) bv[v] = load_vec<V>(b + v * L);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const T ai = a[k * MR + i];
+      for (int v = 0; v < NV; ++v) acc[i][v] += ai * bv[v];
+    }
+  }
+}
+
+// Forward tile. a: packed [kc, MR]; row k of B is base + offsets[k], read
+// for columns [0, NR) (all of them, whatever nr is: the caller's rows have
+// at least NR readable values past every start, the grid's slack) .
+//   C: [mr, nr] with row stride ldc; C = acc + beta * C
+template <typename T, int VB, int MR, int NV>
+void window_tile(int64_t kc, const T* __restrict a, const T* base, const int64_t* __restrict offsets, T* C,
+                 int64_t ldc, T beta, int mr, int nr) {
+  typename Vec<T, VB>::type acc[MR][NV];
+  window_accumulate<T, VB, MR, NV>(kc, a, base, offsets, acc);
+  store_tile<T, VB, MR, NV>(acc, C, ldc, beta, mr, nr);
+}
+
+// {a, b} -> {a, b, a, b, ...} (N lanes).
+template <size_t... Is>
+inline auto repeat_pair(typename Vec<uint64_t, 16>::type two, std::index_sequence<Is...>) {
+  return __builtin_shufflevector(two, two, int(Is % 2)...);
+}
+
+template <typename T, int VB, int G>
+inline typename Vec<T, VB>::type broadcast_group(const T* p) {
+  using V = typename Vec<T, VB>::type;
+  constexpr int bytes = G * int(sizeof(T));
+  if constexpr (G == 1) {
+    return V{} + *p;
+  } else if constexpr (bytes == 4 || bytes == 8) {
+    using E = std::conditional_t<bytes == 4, uint32_t, uint64_t>;
+    E e;
+    std::memcpy(&e, p, bytes);
+    return reinterpret_cast<V>(typename Vec<E, VB>::type{} + e);
+  } else {
+    static_assert(bytes == 16, "lane groups of 4, 8 or 16 bytes");
+#if defined(__AVX512F__)
+    // (the maskz form: GCC 12 warns falsely about the unmasked one)
+    if constexpr (VB == 64) return reinterpret_cast<V>(_mm512_maskz_broadcast_f32x4(0xffff, _mm_loadu_ps(reinterpret_cast<const float*>(p))));
+#endif
+#if defined(__AVX__)
+    if constexpr (VB == 32) return reinterpret_cast<V>(_mm256_broadcast_ps(reinterpret_cast<const __m128*>(p)));
+#endif
+    typename Vec<uint64_t, 16>::type two;  // (GCC goes through memory here)
+    std::memcpy(&two, p, 16);
+    return reinterpret_cast<V>(repeat_pair(two, std::make_index_sequence<VB / 8>{}));
+  }
+}
+
+// Filter-gradient tile. Row i of A is base + offsets[i] (offsets has MR
+// entries; rows past mr repeat a valid one), read along k in groups of G;
+// b: packed [ceil(kc / G), NR], lanes as above. kc need not be a multiple of
+// G: the last group reads only the values that exist (zero for the rest).
+//   C: [MR, NR] with row stride ldc (whole tile; the caller's buffer has
+//   rows up to a multiple of MR); C = acc + (accumulate ? C : 0)
+template <typename T, int VB, int MR, int NV, int G>
+void window_tile_t(int64_t kc, const T* base, const int64_t* offsets, const T* __restrict b, T* __restrict C,
+                   int64_t ldc, bool accumulate) {
+  using V = typename Vec<T, VB>::type;
+  constexpr int L = Vec<T, VB>::lanes;
+  constexpr int NR = NV * L;
+  static_assert(L % G == 0, "a lane group must divide the vector");
+  const T* ap[MR];
+  for (int i = 0; i < MR; ++i) ap[i] = base + offsets[i];
+  V acc[MR][NV];
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) acc[i][v] = V{};
+  const int64_t groups = kc / G;
+#pragma GCC unroll 2
+  for (int64_t kk = 0; kk < groups; ++kk) {
+    V bv[NV];
+    for (int v = 0; v < NV; ++v) bv[v] = load_vec<V>(b + kk * NR + v * L);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const V ai = broadcast_group<T, VB, G>(ap[i] + kk * G);
+      for (int v = 0; v < NV; ++v) acc[i][v] += ai * bv[v];
+    }
+  }
+  if (const int rest = int(kc - groups * G); rest > 0) {  // a partial last group: zero-filled
+    V bv[NV];
+    for (int v = 0; v < NV; ++v) bv[v] = load_vec<V>(b + groups * NR + v * L);
+    for (int i = 0; i < MR; ++i) {
+      T part[G] = {};
+      std::memcpy(part, ap[i] + groups * G, sizeof(T) * size_t(rest));
+      const V ai = broadcast_group<T, VB, G>(part);
+      for (int v = 0; v < NV; ++v) acc[i][v] += ai * bv[v];
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) {
+      T* c = C + i * ldc + v * L;
+      store_vec(c, accumulate ? acc[i][v] + load_vec<V>(c) : acc[i][v]);
+    }
+}
+
+}  // namespace
+}  // namespace ember::cpu::gemm_micro

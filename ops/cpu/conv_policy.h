@@ -1,0 +1,53 @@
+// ops/cpu/conv_policy.h — which algorithm runs each CPU convolution pass
+// (internal to ops/cpu).
+//
+// Candidates per pass:
+//   window    the window-row direct convolution (conv_window.h): every pass,
+//             every geometry;
+//   gemm      the GEMM lowerings of conv.cpp (padded grid packed into GEMM
+//             panels for stride 1, im2col / col2im otherwise): every pass;
+//   winograd  F(2x2, 3x3) (conv_winograd.h): forward and backward data of
+//             3x3 stride-1 layers with padding <= 2.
+// The policy:
+//   heuristic  (default) TODO-MEASURE;
+//   benchmark  each pass of each geometry is timed with every candidate on
+//              its first call and the fastest is kept (cuDNN's benchmark
+//              mode; runs are then not bit-reproducible from run to run);
+//   window, gemm, winograd  forced (winograd where it applies, window
+//              elsewhere).
+// EMBER_CPU_CONV=heuristic|benchmark|window|gemm|winograd sets it for a
+// process; set_conv_policy for tests and benchmarks.
+#pragma once
+#include <functional>
+#include <string>
+
+#include "ops/kernels.h"
+
+namespace ember::cpu {
+
+enum class ConvPolicy { heuristic, benchmark, window, gemm, winograd };
+enum class ConvPass { forward, backward_data, backward_filter };
+enum class ConvAlgo { window, gemm, winograd };
+
+ConvPolicy conv_policy();
+void set_conv_policy(ConvPolicy p);
+// "heuristic" | "benchmark" | "window" | "gemm" | "winograd"; throws ember::Error otherwise.
+ConvPolicy parse_conv_policy(const std::string& name);
+const char* conv_policy_name(ConvPolicy p);
+const char* conv_algo_name(ConvAlgo a);
+// Forgets the choices benchmark mode made.
+void clear_conv_choices();
+
+// Whether F(2x2, 3x3) applies: 3x3 filter, stride 1, padding at most 2.
+bool winograd_applies(const Conv2dGeometry& g);
+
+// The algorithm that runs pass `pass` of g now (benchmark mode: the cached
+// choice, or window before the first call has been timed).
+ConvAlgo conv_algo_for(ConvPass pass, const Conv2dGeometry& g, DType dt);
+
+// Runs pass `pass` of geometry g (storage type dt) by the algorithm the
+// policy picks; run(algo) computes the whole output with that algorithm.
+// In benchmark mode the first call of a geometry runs every candidate, timed.
+void run_conv_pass(ConvPass pass, const Conv2dGeometry& g, DType dt, const std::function<void(ConvAlgo)>& run);
+
+}  // namespace ember::cpu

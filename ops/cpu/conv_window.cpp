@@ -1,0 +1,536 @@
+// ops/cpu/conv_window.cpp — the window-row convolution (conv_window.h): the
+// grid layout and its filling, the packing of filters and output gradients,
+// and the loops around the register tiles of conv_micro.h.
+#include "ops/cpu/conv_window.h"
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "engine/parallel.h"
+#include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/f16_util.h"
+#include "ops/cpu/gemm_isa.h"
+
+namespace ember::cpu {
+namespace {
+
+// local_buffer slots (f16_util.h), distinct from the other conv files':
+// the grid, the GEMM output on the grid, the packed filter, the packed
+// output gradient, the filter gradient's per-thread sums, an edge panel.
+constexpr int kGrid = 40, kGridOut = 41, kFilter = 42, kGradPanels = 43, kPartialSums = 44, kEdgePanel = 45;
+
+// Inner-dimension block of the forward GEMM (filter taps): kc rows of an NR
+// column tile of the grid stay in L1 while the filter panels stream.
+constexpr int64_t kTapBlock = 256;
+// Inner-dimension block of the filter gradient, in lane groups: a packed
+// block of the output gradient (kGroupBlock x NR values) stays in L1.
+constexpr int64_t kGroupBlock = 192;
+// Images are stacked until a grid has about this many columns.
+constexpr int64_t kStackColumns = 512;
+// Pointwise convolutions of planes this large read the image in place.
+constexpr int64_t kInPlacePlane = 256;
+
+int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+int64_t ceil_div(int64_t v, int64_t m) { return (v + m - 1) / m; }
+
+// ----------------------------------------------------------------- layout
+
+// A stack of G images on the grid (conv_window.h): per channel and phase, a
+// plane of `rows` phase rows of Wq values; phase (a, b) holds the padded
+// rows a, a + sh, ... and columns b, b + sw, ...
+struct GridLayout {
+  int64_t C = 0, H = 0, W = 0;  // channels, image size
+  int64_t G = 1;                // images
+  int64_t sh = 1, sw = 1;       // stride (phases)
+  int64_t top = 0, left = 0;    // first pixel inside an image block, padded coordinates
+  int64_t Hb = 0, Wb = 0;       // image block, padded coordinates (multiples of sh, sw)
+  int64_t Hq = 0, Wq = 0;       // the block in phase rows and columns
+  int64_t rows = 0, plane = 0;  // phase rows per plane (G*Hq + margin); rows * Wq
+  int64_t slack = 0;            // readable zeros after the last plane
+  // Only the phases some filter tap reads are stored: slot[a*sw + b] is the
+  // place of phase (a, b) among them, or -1.
+  int64_t slots = 0;
+  std::vector<int64_t> slot;
+
+  int64_t size() const { return slots * C * plane + slack; }
+  // Start of the window row of padded offset (r, s) from an output's origin, channel c.
+  int64_t offset(int64_t c, int64_t r, int64_t s) const {
+    return (slot[size_t((r % sh) * sw + s % sw)] * C + c) * plane + (r / sh) * Wq + s / sw;
+  }
+  // Grid column of output (image, row, column).
+  int64_t column(int64_t g, int64_t p, int64_t q) const { return (g * Hq + p) * Wq + q; }
+};
+
+// The rest of a layout from its blocks, for a filter of R x S taps.
+void finish_layout(GridLayout& L, int64_t R, int64_t S, int NR) {
+  L.Hq = L.Hb / L.sh;
+  L.Wq = L.Wb / L.sw;
+  L.rows = L.G * L.Hq + ceil_div(R, L.sh) + 1;
+  L.plane = L.rows * L.Wq;
+  L.slack = NR + L.Wq + 64;
+  L.slot.assign(size_t(L.sh * L.sw), -1);
+  L.slots = 0;
+  for (int64_t a = 0; a < std::min(L.sh, R); ++a)
+    for (int64_t b = 0; b < std::min(L.sw, S); ++b) L.slot[size_t(a * L.sw + b)] = L.slots++;
+}
+
+// The grid of a convolution's input: image blocks just large enough that
+// the padding between neighbours is shared (Hb >= H + pad), that outputs of
+// one image never read the next one's pixels, and that output rows of
+// different images stay apart.
+GridLayout input_layout(const Conv2dGeometry& g, int64_t G, int NR) {
+  GridLayout L;
+  L.C = g.C, L.H = g.H, L.W = g.W, L.G = G;
+  L.sh = g.stride_h, L.sw = g.stride_w, L.top = g.pad_h, L.left = g.pad_w;
+  L.Hb = round_up(std::max({g.H + g.pad_h, (g.P - 1) * g.stride_h + g.R - g.pad_h, (g.P - 1) * g.stride_h + 1}),
+                  g.stride_h);
+  L.Wb = round_up(std::max({g.W + g.pad_w, (g.Q - 1) * g.stride_w + g.S - g.pad_w, (g.Q - 1) * g.stride_w + 1}),
+                  g.stride_w);
+  finish_layout(L, g.R, g.S, NR);
+  return L;
+}
+
+// Window-row offsets of every filter tap (c, r, s), in [C*R*S] order.
+std::vector<int64_t> tap_offsets(const GridLayout& L, const Conv2dGeometry& g) {
+  std::vector<int64_t> off(static_cast<size_t>(g.C * g.R * g.S));
+  for (int64_t c = 0; c < g.C; ++c)
+    for (int64_t r = 0; r < g.R; ++r)
+      for (int64_t s = 0; s < g.S; ++s) off[size_t((c * g.R + r) * g.S + s)] = L.offset(c, r, s);
+  return off;
+}
+
+// Images per grid: enough for ~kStackColumns columns.
+int64_t stack_for(const GridLayout& one) {
+  return std::clamp<int64_t>(ceil_div(kStackColumns, one.Hq * one.Wq), 1, 16);
+}
+
+// count (<= L.G) images x: [count, C, H, W] -> the grid, zeros everywhere
+// else (padding, missing images, margin, slack); f16 converted.
+template <typename T, typename S>
+void fill_grid(const GridLayout& L, const S* x, int64_t count, T* grid) {
+  const int64_t HW = L.H * L.W;
+  for (int64_t a = 0; a < L.sh; ++a)
+    for (int64_t b = 0; b < L.sw; ++b)
+      for (int64_t c = 0; c < L.C; ++c) {
+        if (L.slot[size_t(a * L.sw + b)] < 0) continue;  // no tap reads this phase
+        T* plane = grid + (L.slot[size_t(a * L.sw + b)] * L.C + c) * L.plane;
+        // The plane's columns that hold pixels: padded column left + w = jj*sw + b.
+        const int64_t w0 = std::max<int64_t>(0, ceil_div(std::max<int64_t>(0, L.left - b), L.sw) * L.sw + b - L.left);
+        for (int64_t i = 0; i < L.rows; ++i) {
+          T* dst = plane + i * L.Wq;
+          const int64_t prow = i * L.sh + a, img = prow / L.Hb, h = prow % L.Hb - L.top;
+          if (img >= count || h < 0 || h >= L.H) {
+            std::memset(dst, 0, sizeof(T) * size_t(L.Wq));
+            continue;
+          }
+          const S* src = x + (img * L.C + c) * HW + h * L.W;
+          if (L.sw == 1) {
+            std::memset(dst, 0, sizeof(T) * size_t(L.left));
+            copy_values(src, dst + L.left, L.W);
+            std::memset(dst + L.left + L.W, 0, sizeof(T) * size_t(L.Wq - L.left - L.W));
+            continue;
+          }
+          std::memset(dst, 0, sizeof(T) * size_t(L.Wq));
+          T* d = dst + (L.left + w0) / L.sw;
+          for (int64_t w = w0; w < L.W; w += L.sw) *d++ = convert_value<T>(src[w]);
+        }
+      }
+  std::memset(grid + L.slots * L.C * L.plane, 0, sizeof(T) * size_t(L.slack));
+}
+
+// ------------------------------------------------------------- packing
+
+// A [M, Kd] (element (i, k) at a(i, k)) -> MR-row panels [ceil(M / MR)][Kd][MR], zero padded.
+template <typename T, typename F>
+void pack_panels(int64_t M, int64_t Kd, int MR, T* dst, F&& a) {
+  for (int64_t i0 = 0; i0 < M; i0 += MR) {
+    T* panel = dst + (i0 / MR) * Kd * MR;
+    const int rows = int(std::min<int64_t>(MR, M - i0));
+    for (int64_t k = 0; k < Kd; ++k) {
+      for (int i = 0; i < rows; ++i) panel[k * MR + i] = a(i0 + i, k);
+      for (int i = rows; i < MR; ++i) panel[k * MR + i] = T(0);
+    }
+  }
+}
+
+// ------------------------------------------------------------ the GEMMs
+
+// out[M, j0..j1) (+)= A[M, Kd] * window-rows(base, offsets)[Kd, j0..j1)
+// (A packed by pack_panels). Column tiles that would read past `safe_end`
+// (an image read in place) are copied into a zero-padded panel first.
+template <typename T>
+void window_gemm(const GemmKernels<T>& kern, int64_t M, int64_t Kd, const T* apack, const T* base,
+                 const int64_t* offsets, T* out, int64_t ldo, int64_t j0, int64_t j1, int64_t safe_end) {
+  const int MR = kern.mr, NR = kern.nr;
+  const int64_t blocks = ceil_div(Kd, kTapBlock);
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t k0 = Kd * blk / blocks, kc = Kd * (blk + 1) / blocks - k0;
+    const T beta = blk == 0 ? T(0) : T(1);
+    for (int64_t j = j0; j < j1; j += NR) {
+      const int nr = int(std::min<int64_t>(NR, j1 - j));
+      if (j + NR > safe_end) {
+        T* panel = local_buffer<T, kEdgePanel>(kc * NR);
+        for (int64_t k = 0; k < kc; ++k) {
+          const T* src = base + offsets[k0 + k] + j;
+          for (int c = 0; c < NR; ++c) panel[k * NR + c] = c < nr ? src[c] : T(0);
+        }
+        for (int64_t i = 0; i < M; i += MR)
+          kern.micro_kernel(kc, apack + (i / MR) * Kd * MR + k0 * MR, panel, out + i * ldo + j, ldo, T(1), beta,
+                            int(std::min<int64_t>(MR, M - i)), nr);
+        continue;
+      }
+      for (int64_t i = 0; i < M; i += MR)
+        kern.window_tile(kc, apack + (i / MR) * Kd * MR + k0 * MR, base + j, offsets + k0, out + i * ldo + j, ldo,
+                         beta, int(std::min<int64_t>(MR, M - i)), nr);
+    }
+  }
+}
+
+// Runs window_gemm over columns [0, cols), split into NR-aligned shares
+// across the threads when `parallel`.
+template <typename T>
+void window_gemm_columns(const GemmKernels<T>& kern, int64_t M, int64_t Kd, const T* apack, const T* base,
+                         const int64_t* offsets, T* out, int64_t ldo, int64_t cols, int64_t safe_end, bool parallel) {
+  if (!parallel) {
+    window_gemm(kern, M, Kd, apack, base, offsets, out, ldo, 0, cols, safe_end);
+    return;
+  }
+  const int64_t tiles = ceil_div(cols, kern.nr);
+  parallel_for(0, tiles, 1, [&](int64_t t0, int64_t t1) {
+    window_gemm(kern, M, Kd, apack, base, offsets, out, ldo, t0 * kern.nr, std::min(cols, t1 * kern.nr), safe_end);
+  });
+}
+
+// Multiply-adds of one image's convolution.
+int64_t conv_flops(const Conv2dGeometry& g) { return g.K * g.C * g.R * g.S * g.P * g.Q; }
+bool worth_threads(const Conv2dGeometry& g) { return g.N * conv_flops(g) >= (int64_t(1) << 20) && num_threads() > 1; }
+
+// Runs stack(n0, count, parallel_inside) over [0, N) in stacks of at most
+// `stack` images: each thread takes a contiguous share of the images when
+// there are at least as many images as threads; otherwise the stacks run in
+// turn and the work inside each is shared.
+template <typename F>
+void for_each_stack(const Conv2dGeometry& g, int64_t stack, F&& run) {
+  const bool threads_worth = worth_threads(g);
+  const int threads = threads_worth ? num_threads() : 1;
+  if (threads > 1 && g.N >= threads) {
+    const int64_t per = ceil_div(g.N, threads);
+    parallel_for(0, threads, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t end = std::min(g.N, (t + 1) * per);
+        for (int64_t n = t * per; n < end; n += stack) run(n, std::min(stack, end - n), false);
+      }
+    });
+    return;
+  }
+  for (int64_t n = 0; n < g.N; n += stack) run(n, std::min(stack, g.N - n), threads > 1);
+}
+
+// ---------------------------------------------------------------- forward
+
+bool is_pointwise(const Conv2dGeometry& g) {
+  return g.R == 1 && g.S == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 && g.pad_w == 0;
+}
+
+// y = conv(x, apack) where apack is the filter [K, CRS] packed in MR panels.
+template <typename S>
+void forward_packed(const Conv2dGeometry& g, const compute_t<S>* apack, const S* x, S* y) {
+  using T = compute_t<S>;
+  const GemmKernels<T>& kern = gemm_kernels<T>();
+  const int64_t CRS = g.C * g.R * g.S, CHW = g.C * g.H * g.W, PQ = g.P * g.Q, KPQ = g.K * PQ;
+  if constexpr (std::is_same_v<S, T>) {
+    if (is_pointwise(g) && g.H * g.W >= kInPlacePlane) {  // the image is its own grid: rows c*HW
+      std::vector<int64_t> offsets(static_cast<size_t>(g.C));
+      for (int64_t c = 0; c < g.C; ++c) offsets[size_t(c)] = c * PQ;
+      for_each_stack(g, 1, [&](int64_t n, int64_t, bool par) {
+        window_gemm_columns(kern, g.K, CRS, apack, x + n * CHW, offsets.data(), y + n * KPQ, PQ, PQ, PQ, par);
+      });
+      return;
+    }
+  }
+  const int64_t stack = stack_for(input_layout(g, 1, kern.nr));
+  const GridLayout full = input_layout(g, stack, kern.nr);
+  const std::vector<int64_t> full_offsets = tap_offsets(full, g);
+  for_each_stack(g, stack, [&](int64_t n0, int64_t count, bool par) {
+    // (a partial stack has smaller planes, so other offsets)
+    const GridLayout L = count == stack ? full : input_layout(g, count, kern.nr);
+    const std::vector<int64_t> part_offsets = count == stack ? std::vector<int64_t>() : tap_offsets(L, g);
+    const std::vector<int64_t>& offsets = count == stack ? full_offsets : part_offsets;
+    T* grid = local_buffer<T, kGrid>(L.size());
+    fill_grid(L, x + n0 * CHW, count, grid);
+    const int64_t cols = L.column(count - 1, g.P - 1, g.Q - 1) + 1;
+    const bool dense = std::is_same_v<S, T> && count == 1 && L.Wq == g.Q;  // grid columns are y's
+    T* out = dense ? reinterpret_cast<T*>(y + n0 * KPQ) : local_buffer<T, kGridOut>(g.K * cols);
+    window_gemm_columns(kern, g.K, CRS, apack, grid, offsets.data(), out, cols, cols, L.size() - kern.nr, par);
+    if (dense) return;
+    S* yn = y + n0 * KPQ;
+    for (int64_t i = 0; i < count; ++i)
+      for (int64_t k = 0; k < g.K; ++k)
+        for (int64_t p = 0; p < g.P; ++p)
+          copy_values(out + k * cols + L.column(i, p, 0), yn + ((i * g.K + k) * g.P + p) * g.Q, g.Q);
+  });
+}
+
+// The filter [K, C, R, S] as packed panels of [K, CRS] (f16 converted).
+template <typename S>
+const compute_t<S>* pack_filter(const S* w, int64_t K, int64_t CRS, int MR) {
+  using T = compute_t<S>;
+  T* apack = local_buffer<T, kFilter>(round_up(K, MR) * CRS);
+  pack_panels<T>(K, CRS, MR, apack, [&](int64_t i, int64_t k) { return convert_value<T>(w[i * CRS + k]); });
+  return apack;
+}
+
+// ---------------------------------------------------------- backward data
+
+// gx by phases (any stride, any padding): gx's padded row sh*i + a takes
+// the taps r = a + sh*m, m < Ra, from gy's row i - m (and likewise for
+// columns), a stride-1 correlation of gy with that sub-filter.
+template <typename S>
+void backward_data_phases(const Conv2dGeometry& g, const S* gy, const S* w, S* gx) {
+  using T = compute_t<S>;
+  const GemmKernels<T>& kern = gemm_kernels<T>();
+  const int MR = kern.mr, NR = kern.nr;
+  const int64_t sh = g.stride_h, sw = g.stride_w, CHW = g.C * g.H * g.W, KPQ = g.K * g.P * g.Q;
+  const int64_t Rmax = ceil_div(g.R, sh), Smax = ceil_div(g.S, sw);
+  // Phase rows/columns that cover gx: padded row sh*i + a < pad + H for every a.
+  const int64_t Hi = ceil_div(g.H + g.pad_h, sh), Wi = ceil_div(g.W + g.pad_w, sw);
+  // gy on a stride-1 grid with Rmax - 1 zero rows above and Smax - 1 zero
+  // columns left of each image, blocks large enough for Hi x Wi outputs.
+  auto gy_layout = [&](int64_t G) {
+    GridLayout L;
+    L.C = g.K, L.H = g.P, L.W = g.Q, L.G = G, L.top = Rmax - 1, L.left = Smax - 1;
+    L.Hb = std::max(g.P, Hi) + Rmax - 1;
+    L.Wb = std::max(g.Q, Wi) + Smax - 1;
+    finish_layout(L, Rmax, Smax, NR);
+    return L;
+  };
+  struct Phase {
+    int64_t a, b, taps;
+    std::vector<int64_t> tap_r, tap_s;  // padded filter offsets (r, s) of each tap, k-major
+    const T* apack = nullptr;
+  };
+  std::vector<Phase> phases;
+  std::vector<T> packs;
+  for (int64_t a = 0; a < sh; ++a)
+    for (int64_t b = 0; b < sw; ++b) {
+      const int64_t Ra = a < g.R ? ceil_div(g.R - a, sh) : 0, Sb = b < g.S ? ceil_div(g.S - b, sw) : 0;
+      phases.push_back(Phase{a, b, g.K * Ra * Sb, {}, {}, nullptr});
+    }
+  std::vector<size_t> pack_at;
+  size_t total = 0;
+  for (const Phase& ph : phases) {
+    pack_at.push_back(total);
+    total += size_t(round_up(g.C, MR) * ph.taps);
+  }
+  packs.resize(std::max<size_t>(total, 1));
+  for (size_t f = 0; f < phases.size(); ++f) {
+    Phase& ph = phases[f];
+    if (ph.taps == 0) continue;
+    const int64_t Ra = ceil_div(g.R - ph.a, sh), Sb = ceil_div(g.S - ph.b, sw);
+    // Tap (k, m, n): filter (a + sh*m, b + sw*n), gy offset (-m, -n) from the
+    // output, i.e. padded (Rmax - 1 - m, Smax - 1 - n) on gy's grid.
+    T* dst = packs.data() + pack_at[f];
+    pack_panels<T>(g.C, ph.taps, MR, dst, [&](int64_t c, int64_t t) {
+      const int64_t k = t / (Ra * Sb), m = t / Sb % Ra, n = t % Sb;
+      return convert_value<T>(w[((k * g.C + c) * g.R + ph.a + sh * m) * g.S + ph.b + sw * n]);
+    });
+    ph.apack = dst;
+    for (int64_t k = 0; k < g.K; ++k)
+      for (int64_t m = 0; m < Ra; ++m)
+        for (int64_t n = 0; n < Sb; ++n) {
+          ph.tap_r.push_back(Rmax - 1 - m);
+          ph.tap_s.push_back(Smax - 1 - n);
+        }
+  }
+  const bool some_phase_empty = std::any_of(phases.begin(), phases.end(), [](const Phase& ph) { return ph.taps == 0; });
+  const int64_t stack = stack_for(gy_layout(1));
+  // Window-row offsets of every phase's taps on a grid of layout L.
+  auto phase_offsets = [&](const GridLayout& L) {
+    std::vector<std::vector<int64_t>> offsets(phases.size());
+    for (size_t f = 0; f < phases.size(); ++f)
+      for (size_t t = 0; t < phases[f].tap_r.size(); ++t)
+        offsets[f].push_back(L.offset(int64_t(t) / (phases[f].taps / g.K), phases[f].tap_r[t], phases[f].tap_s[t]));
+    return offsets;
+  };
+  const GridLayout full = gy_layout(stack);
+  const std::vector<std::vector<int64_t>> full_offsets = phase_offsets(full);
+
+  for_each_stack(g, stack, [&](int64_t n0, int64_t count, bool par) {
+    const GridLayout L = count == stack ? full : gy_layout(count);
+    const std::vector<std::vector<int64_t>> part_offsets =
+        count == stack ? std::vector<std::vector<int64_t>>() : phase_offsets(L);
+    const std::vector<std::vector<int64_t>>& offsets = count == stack ? full_offsets : part_offsets;
+    T* grid = local_buffer<T, kGrid>(L.size());
+    fill_grid(L, gy + n0 * KPQ, count, grid);
+    const int64_t cols = L.column(count - 1, Hi - 1, Wi - 1) + 1;
+    T* out = local_buffer<T, kGridOut>(g.C * cols);
+    S* gxn = gx + n0 * CHW;
+    if (some_phase_empty) std::memset(static_cast<void*>(gxn), 0, sizeof(S) * size_t(count * CHW));  // (f16 zero is 0 bits)
+    for (size_t f = 0; f < phases.size(); ++f) {
+      const Phase& ph = phases[f];
+      if (ph.taps == 0) continue;  // no tap reaches this phase: zeros
+      // Phase rows i with gx row h = sh*i + a - pad in [0, H), likewise columns.
+      const int64_t i_lo = ceil_div(std::max<int64_t>(0, g.pad_h - ph.a), sh), j_lo = ceil_div(std::max<int64_t>(0, g.pad_w - ph.b), sw);
+      window_gemm_columns(kern, g.C, ph.taps, ph.apack, grid, offsets[f].data(), out, cols, cols, L.size() - NR, par);
+      for (int64_t img = 0; img < count; ++img)
+        for (int64_t c = 0; c < g.C; ++c)
+          for (int64_t i = i_lo; i < Hi; ++i) {
+            const int64_t h = sh * i + ph.a - g.pad_h;
+            if (h >= g.H) break;
+            const T* src = out + c * cols + L.column(img, i, 0);
+            S* dst = gxn + ((img * g.C + c) * g.H + h) * g.W + sw * j_lo + ph.b - g.pad_w;
+            for (int64_t j = j_lo, x = sw * j_lo + ph.b - g.pad_w; j < Wi && x < g.W; ++j, x += sw, dst += sw)
+              *dst = convert_value<S>(src[j]);
+          }
+    }
+  });
+}
+
+}  // namespace
+
+// ----------------------------------------------------------------- kernels
+
+template <typename S>
+void conv_forward_window(const Conv2dGeometry& g, const S* x, const S* w, S* y) {
+  const int64_t CRS = g.C * g.R * g.S;
+  forward_packed(g, pack_filter(w, g.K, CRS, gemm_kernels<compute_t<S>>().mr), x, y);
+}
+
+template <typename S>
+void conv_backward_data_window(const Conv2dGeometry& g, const S* gy, const S* w, S* gx) {
+  using T = compute_t<S>;
+  if (g.stride_h != 1 || g.stride_w != 1 || g.pad_h > g.R - 1 || g.pad_w > g.S - 1) {
+    backward_data_phases(g, gy, w, gx);
+    return;
+  }
+  // gx = conv(gy, flip(w)^T) with padding R-1-pad: a stride-1 forward,
+  //   flipped filter (c, k, r, s) = w[k, c, R-1-r, S-1-s]
+  const int64_t KRS = g.K * g.R * g.S, RS = g.R * g.S;
+  const int MR = gemm_kernels<T>().mr;
+  T* apack = local_buffer<T, kFilter>(round_up(g.C, MR) * KRS);
+  pack_panels<T>(g.C, KRS, MR, apack, [&](int64_t c, int64_t t) {
+    const int64_t k = t / RS, rs = t % RS;
+    return convert_value<T>(w[(k * g.C + c) * RS + (RS - 1 - rs)]);
+  });
+  const Conv2dGeometry gt =
+      make_conv2d_geometry(g.N, g.K, g.P, g.Q, g.C, g.R, g.S, 1, 1, g.R - 1 - g.pad_h, g.S - 1 - g.pad_w);
+  forward_packed(gt, apack, gy, gx);
+}
+
+template <typename S>
+void conv_backward_filter_window(const Conv2dGeometry& g, const S* x, const S* gy, S* gw) {
+  using T = compute_t<S>;
+  const GemmKernels<T>& kern = gemm_kernels<T>();
+  const int MR = kern.mr, NR = kern.nr;
+  const int64_t CRS = g.C * g.R * g.S, CRSp = round_up(CRS, MR), CHW = g.C * g.H * g.W, PQ = g.P * g.Q;
+  // Lane groups: fold G consecutive grid columns into the lanes while the
+  // output channels fill at most half of a tile.
+  int gl = 1, gl_index = 0;
+  while (gl < 4 && g.K * gl * 2 <= NR && kern.window_tile_t[gl_index + 1]) gl *= 2, ++gl_index;
+  const auto tile = kern.window_tile_t[gl_index];
+  const int64_t per_panel = NR / gl, panels = ceil_div(g.K, per_panel), ldc = panels * NR;
+
+  const bool in_place = std::is_same_v<S, T> && is_pointwise(g) && g.H * g.W >= kInPlacePlane;
+  const int64_t stack = in_place ? 1 : stack_for(input_layout(g, 1, NR));
+  const GridLayout full = input_layout(g, stack, NR);
+  // Window-row offsets on a grid of layout L (rows c*HW of the image read
+  // in place), padded to whole tiles by repeating the last (rows ignored).
+  auto row_offsets = [&](const GridLayout& L) {
+    std::vector<int64_t> offsets(static_cast<size_t>(CRSp));
+    if (in_place) {
+      for (int64_t c = 0; c < g.C; ++c) offsets[size_t(c)] = c * PQ;
+    } else {
+      const std::vector<int64_t> taps = tap_offsets(L, g);
+      std::copy(taps.begin(), taps.end(), offsets.begin());
+    }
+    for (int64_t i = CRS; i < CRSp; ++i) offsets[size_t(i)] = offsets[size_t(CRS - 1)];
+    return offsets;
+  };
+  const std::vector<int64_t> full_offsets = row_offsets(full);
+
+  // partial[t]: thread t's sums over its share of the images, [CRSp, panels*NR].
+  const int threads = worth_threads(g) ? std::max(1, std::min<int>(num_threads(), int(g.N))) : 1;
+  std::vector<T*> partial(static_cast<size_t>(threads));
+  const int64_t per = ceil_div(g.N, threads);
+  auto share = [&](int t) {
+    T* acc = partial[size_t(t)] = local_buffer<T, kPartialSums>(CRSp * ldc);
+    std::fill(acc, acc + CRSp * ldc, T(0));
+    const int64_t end = std::min(g.N, (t + 1) * per);
+    for (int64_t n0 = t * per; n0 < end; n0 += stack) {
+      const int64_t count = std::min(stack, end - n0);
+      const GridLayout L = count == stack ? full : input_layout(g, count, NR);
+      const std::vector<int64_t> part_offsets = count == stack ? std::vector<int64_t>() : row_offsets(L);
+      const std::vector<int64_t>& offsets = count == stack ? full_offsets : part_offsets;
+      const T* base = nullptr;
+      int64_t cols = 0;
+      if constexpr (std::is_same_v<S, T>) {
+        if (in_place) base = x + n0 * CHW, cols = PQ;
+      }
+      if (!in_place) {
+        T* grid = local_buffer<T, kGrid>(L.size());
+        fill_grid(L, x + n0 * CHW, count, grid);
+        base = grid;
+        cols = L.column(count - 1, g.P - 1, g.Q - 1) + 1;
+      }
+      // gy packed: panel [groups, NR], lane (k % per_panel) * gl + j % gl at group j / gl; zero elsewhere.
+      const int64_t groups = ceil_div(cols, gl);
+      T* bp = local_buffer<T, kGradPanels>(panels * groups * NR);
+      std::memset(bp, 0, sizeof(T) * size_t(panels * groups * NR));
+      for (int64_t img = 0; img < count; ++img)
+        for (int64_t p = 0; p < g.P; ++p) {
+          const int64_t j0 = in_place ? p * g.Q : L.column(img, p, 0);
+          for (int64_t k0 = 0; k0 < g.K; k0 += per_panel) {
+            const int64_t kn = std::min(per_panel, g.K - k0);
+            T* panel = bp + (k0 / per_panel) * groups * NR;
+            const S* src = gy + ((n0 + img) * g.K + k0) * PQ + p * g.Q;
+            for (int64_t q = 0; q < g.Q; ++q) {
+              const int64_t j = j0 + q;
+              T* dst = panel + (j / gl) * NR + j % gl;
+              for (int64_t kl = 0; kl < kn; ++kl) dst[kl * gl] = convert_value<T>(src[kl * PQ + q]);
+            }
+          }
+        }
+      for (int64_t kk0 = 0; kk0 < groups; kk0 += kGroupBlock) {
+        const int64_t kc = std::min(kGroupBlock * gl, cols - kk0 * gl);
+        for (int64_t pn = 0; pn < panels; ++pn) {
+          const T* b = bp + (pn * groups + kk0) * NR;
+          for (int64_t i0 = 0; i0 < CRS; i0 += MR)
+            tile(kc, base + kk0 * gl, offsets.data() + i0, b, acc + i0 * ldc + pn * NR, ldc, true);
+        }
+      }
+    }
+  };
+  if (threads == 1) {
+    share(0);
+  } else {
+#if defined(_OPENMP)
+#pragma omp parallel for num_threads(threads) schedule(static, 1)
+#endif
+    for (int t = 0; t < threads; ++t) share(t);
+  }
+  // gw[k, crs] = sum over threads (in order) and lane groups.
+  parallel_for(0, g.K, 1, [&](int64_t k0, int64_t k1) {
+    for (int64_t k = k0; k < k1; ++k) {
+      const int64_t lane = (k / per_panel) * NR + (k % per_panel) * gl;
+      for (int64_t i = 0; i < CRS; ++i) {
+        T s = T(0);
+        for (int t = 0; t < threads; ++t)
+          for (int e = 0; e < gl; ++e) s += partial[size_t(t)][i * ldc + lane + e];
+        gw[k * CRS + i] = convert_value<S>(s);
+      }
+    }
+  });
+}
+
+#define EMBER_CONV_WINDOW_INSTANTIATE(S)                                                            \
+  template void conv_forward_window<S>(const Conv2dGeometry&, const S*, const S*, S*);             \
+  template void conv_backward_data_window<S>(const Conv2dGeometry&, const S*, const S*, S*);       \
+  template void conv_backward_filter_window<S>(const Conv2dGeometry&, const S*, const S*, S*);
+EMBER_CONV_WINDOW_INSTANTIATE(float)
+EMBER_CONV_WINDOW_INSTANTIATE(double)
+EMBER_CONV_WINDOW_INSTANTIATE(f16)
+#undef EMBER_CONV_WINDOW_INSTANTIATE
+
+}  // namespace ember::cpu
