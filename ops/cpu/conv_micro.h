@@ -170,5 +170,102 @@ void window_tile_t(int64_t kc, const T* base, const int64_t* offsets, const T* _
     }
 }
 
+// ------------------------------------------------------------ packing
+
+// Transposes `rows` rows of E-byte elements (src, row stride lds elements of
+// T) into dst rows of NR values: element jj of row r (the G = E / sizeof(T)
+// values src[r*lds + jj*G ..]) goes to dst[jj*NR + r*G ..]. E is 4, 8 or 16
+// bytes; in 8 x 8 blocks of 4-byte elements (4 x 4 of 8, 2 x 2 of 16) with
+// AVX shuffles where the build has them, element by element elsewhere.
+template <int E>
+struct Elem {
+  char b[E];
+};
+
+#if defined(__AVX__)
+// 8 rows of 8 floats -> 8 columns.   in[r] = row r; out[c] = column c.
+inline void transpose8x8(__m256 (&v)[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(v[0], v[1]), t1 = _mm256_unpackhi_ps(v[0], v[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(v[2], v[3]), t3 = _mm256_unpackhi_ps(v[2], v[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(v[4], v[5]), t5 = _mm256_unpackhi_ps(v[4], v[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(v[6], v[7]), t7 = _mm256_unpackhi_ps(v[6], v[7]);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  v[0] = _mm256_permute2f128_ps(u0, u4, 0x20), v[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+  v[2] = _mm256_permute2f128_ps(u2, u6, 0x20), v[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+  v[4] = _mm256_permute2f128_ps(u0, u4, 0x31), v[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+  v[6] = _mm256_permute2f128_ps(u2, u6, 0x31), v[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+// 4 rows of 4 doubles -> 4 columns.
+inline void transpose4x4(__m256d (&v)[4]) {
+  const __m256d t0 = _mm256_unpacklo_pd(v[0], v[1]), t1 = _mm256_unpackhi_pd(v[0], v[1]);
+  const __m256d t2 = _mm256_unpacklo_pd(v[2], v[3]), t3 = _mm256_unpackhi_pd(v[2], v[3]);
+  v[0] = _mm256_permute2f128_pd(t0, t2, 0x20), v[1] = _mm256_permute2f128_pd(t1, t3, 0x20);
+  v[2] = _mm256_permute2f128_pd(t0, t2, 0x31), v[3] = _mm256_permute2f128_pd(t1, t3, 0x31);
+}
+// 2 rows of 2 16-byte elements -> 2 columns.
+inline void transpose2x2(__m256 (&v)[2]) {
+  const __m256 a = _mm256_permute2f128_ps(v[0], v[1], 0x20), b = _mm256_permute2f128_ps(v[0], v[1], 0x31);
+  v[0] = a, v[1] = b;
+}
+#endif
+
+template <typename T, int E>
+void pack_transposed_e(const T* src, int64_t lds, int rows, int64_t n, T* dst, int NR) {
+  using X = Elem<E>;
+  constexpr int G = E / int(sizeof(T));
+  const int64_t ldx = lds / G, ldd = NR / G;  // strides in elements
+  const X* s = reinterpret_cast<const X*>(src);
+  X* d = reinterpret_cast<X*>(dst);
+  int64_t jj = 0;
+#if defined(__AVX__)
+  constexpr int B = E == 4 ? 8 : E == 8 ? 4 : 2;  // block: B x B elements, one ymm per row
+  if (lds % G == 0 && NR % G == 0) {
+    for (; jj + B <= n; jj += B) {
+      int r = 0;
+      for (; r + B <= rows; r += B) {
+        if constexpr (E == 4) {
+          __m256 v[8];
+          for (int i = 0; i < 8; ++i) v[i] = _mm256_loadu_ps(reinterpret_cast<const float*>(s + (r + i) * ldx + jj));
+          transpose8x8(v);
+          for (int i = 0; i < 8; ++i) _mm256_storeu_ps(reinterpret_cast<float*>(d + (jj + i) * ldd + r), v[i]);
+        } else if constexpr (E == 8) {
+          __m256d v[4];
+          for (int i = 0; i < 4; ++i) v[i] = _mm256_loadu_pd(reinterpret_cast<const double*>(s + (r + i) * ldx + jj));
+          transpose4x4(v);
+          for (int i = 0; i < 4; ++i) _mm256_storeu_pd(reinterpret_cast<double*>(d + (jj + i) * ldd + r), v[i]);
+        } else {
+          __m256 v[2];
+          for (int i = 0; i < 2; ++i) v[i] = _mm256_loadu_ps(reinterpret_cast<const float*>(s + (r + i) * ldx + jj));
+          transpose2x2(v);
+          for (int i = 0; i < 2; ++i) _mm256_storeu_ps(reinterpret_cast<float*>(d + (jj + i) * ldd + r), v[i]);
+        }
+      }
+      for (; r < rows; ++r)
+        for (int e = 0; e < B; ++e) d[(jj + e) * ldd + r] = s[r * ldx + jj + e];
+      for (int e = 0; e < B; ++e)
+        std::memset(static_cast<void*>(d + (jj + e) * ldd + rows), 0, size_t(E) * size_t(ldd - rows));
+    }
+  }
+#endif
+  for (; jj < n; ++jj) {
+    for (int r = 0; r < rows; ++r) d[jj * ldd + r] = s[r * ldx + jj];
+    std::memset(static_cast<void*>(d + jj * ldd + rows), 0, size_t(E) * size_t(ldd - rows));
+  }
+}
+
+// See GemmKernels::pack_transposed.
+template <typename T>
+void pack_transposed(const T* src, int64_t lds, int rows, int64_t groups, int G, T* dst, int NR) {
+  switch (G * int(sizeof(T))) {
+    case 4: return pack_transposed_e<T, 4>(src, lds, rows, groups, dst, NR);
+    case 8: return pack_transposed_e<T, 8>(src, lds, rows, groups, dst, NR);
+    case 16: return pack_transposed_e<T, 16>(src, lds, rows, groups, dst, NR);
+    default: break;  // (no such lane group is registered)
+  }
+}
+
 }  // namespace
 }  // namespace ember::cpu::gemm_micro

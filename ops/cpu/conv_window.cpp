@@ -18,12 +18,11 @@ namespace {
 
 // local_buffer slots (f16_util.h), distinct from the other conv files':
 // the grid, the GEMM output on the grid, the packed filter, the packed
-// output gradient, the filter gradient's per-thread sums, an edge panel.
-constexpr int kGrid = 40, kGridOut = 41, kFilter = 42, kGradPanels = 43, kPartialSums = 44, kEdgePanel = 45;
+// output gradient, the filter gradient's per-thread sums, an edge panel,
+// the output gradient on the grid's columns.
+constexpr int kGrid = 40, kGridOut = 41, kFilter = 42, kGradPanels = 43, kPartialSums = 44, kEdgePanel = 45,
+              kGradGrid = 46;
 
-// Inner-dimension block of the forward GEMM (filter taps): kc rows of an NR
-// column tile of the grid stay in L1 while the filter panels stream.
-constexpr int64_t kTapBlock = 256;
 // Inner-dimension block of the filter gradient, in lane groups: a packed
 // block of the output gradient (kGroupBlock x NR values) stays in L1.
 constexpr int64_t kGroupBlock = 192;
@@ -157,34 +156,33 @@ void pack_panels(int64_t M, int64_t Kd, int MR, T* dst, F&& a) {
 
 // ------------------------------------------------------------ the GEMMs
 
-// out[M, j0..j1) (+)= A[M, Kd] * window-rows(base, offsets)[Kd, j0..j1)
-// (A packed by pack_panels). Column tiles that would read past `safe_end`
-// (an image read in place) are copied into a zero-padded panel first.
+// out[M, j0..j1) = A[M, Kd] * window-rows(base, offsets)[Kd, j0..j1) (A
+// packed by pack_panels). Each tile runs over the whole inner dimension:
+// its rows stream from L2 for each MR block of A (blocking the taps to keep
+// them in L1 measured slower on every ResNet layer). Column tiles that
+// would read past `safe_end` (an image read in place) are copied into a
+// zero-padded panel first. (Storing tiles straight into y through masked
+// stores, skipping the copy out of the grid, measured no faster.)
 template <typename T>
 void window_gemm(const GemmKernels<T>& kern, int64_t M, int64_t Kd, const T* apack, const T* base,
                  const int64_t* offsets, T* out, int64_t ldo, int64_t j0, int64_t j1, int64_t safe_end) {
   const int MR = kern.mr, NR = kern.nr;
-  const int64_t blocks = ceil_div(Kd, kTapBlock);
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    const int64_t k0 = Kd * blk / blocks, kc = Kd * (blk + 1) / blocks - k0;
-    const T beta = blk == 0 ? T(0) : T(1);
-    for (int64_t j = j0; j < j1; j += NR) {
-      const int nr = int(std::min<int64_t>(NR, j1 - j));
-      if (j + NR > safe_end) {
-        T* panel = local_buffer<T, kEdgePanel>(kc * NR);
-        for (int64_t k = 0; k < kc; ++k) {
-          const T* src = base + offsets[k0 + k] + j;
-          for (int c = 0; c < NR; ++c) panel[k * NR + c] = c < nr ? src[c] : T(0);
-        }
-        for (int64_t i = 0; i < M; i += MR)
-          kern.micro_kernel(kc, apack + (i / MR) * Kd * MR + k0 * MR, panel, out + i * ldo + j, ldo, T(1), beta,
-                            int(std::min<int64_t>(MR, M - i)), nr);
-        continue;
+  for (int64_t j = j0; j < j1; j += NR) {
+    const int nr = int(std::min<int64_t>(NR, j1 - j));
+    if (j + NR > safe_end) {
+      T* panel = local_buffer<T, kEdgePanel>(Kd * NR);
+      for (int64_t k = 0; k < Kd; ++k) {
+        const T* src = base + offsets[k] + j;
+        for (int c = 0; c < NR; ++c) panel[k * NR + c] = c < nr ? src[c] : T(0);
       }
       for (int64_t i = 0; i < M; i += MR)
-        kern.window_tile(kc, apack + (i / MR) * Kd * MR + k0 * MR, base + j, offsets + k0, out + i * ldo + j, ldo,
-                         beta, int(std::min<int64_t>(MR, M - i)), nr);
+        kern.micro_kernel(Kd, apack + (i / MR) * Kd * MR, panel, out + i * ldo + j, ldo, T(1), T(0),
+                          int(std::min<int64_t>(MR, M - i)), nr);
+      continue;
     }
+    for (int64_t i = 0; i < M; i += MR)
+      kern.window_tile(Kd, apack + (i / MR) * Kd * MR, base + j, offsets, out + i * ldo + j, ldo, T(0),
+                       int(std::min<int64_t>(MR, M - i)), nr);
   }
 }
 
@@ -474,24 +472,36 @@ void conv_backward_filter_window(const Conv2dGeometry& g, const S* x, const S* g
         base = grid;
         cols = L.column(count - 1, g.P - 1, g.Q - 1) + 1;
       }
-      // gy packed: panel [groups, NR], lane (k % per_panel) * gl + j % gl at group j / gl; zero elsewhere.
-      const int64_t groups = ceil_div(cols, gl);
-      T* bp = local_buffer<T, kGradPanels>(panels * groups * NR);
-      std::memset(bp, 0, sizeof(T) * size_t(panels * groups * NR));
-      for (int64_t img = 0; img < count; ++img)
-        for (int64_t p = 0; p < g.P; ++p) {
-          const int64_t j0 = in_place ? p * g.Q : L.column(img, p, 0);
-          for (int64_t k0 = 0; k0 < g.K; k0 += per_panel) {
-            const int64_t kn = std::min(per_panel, g.K - k0);
-            T* panel = bp + (k0 / per_panel) * groups * NR;
-            const S* src = gy + ((n0 + img) * g.K + k0) * PQ + p * g.Q;
-            for (int64_t q = 0; q < g.Q; ++q) {
-              const int64_t j = j0 + q;
-              T* dst = panel + (j / gl) * NR + j % gl;
-              for (int64_t kl = 0; kl < kn; ++kl) dst[kl * gl] = convert_value<T>(src[kl * PQ + q]);
+      // gy on the grid's columns (zeros at padding columns and rows), then
+      // packed: panel [groups, NR], lane (k % per_panel) * gl + j % gl at group j / gl.
+      const int64_t groups = ceil_div(cols, gl), ldg = groups * gl;
+      T* gyg = local_buffer<T, kGradGrid>(g.K * ldg);
+      for (int64_t k = 0; k < g.K; ++k) {
+        T* dst = gyg + k * ldg;
+        if (in_place) {
+          copy_values(gy + (n0 * g.K + k) * PQ, dst, PQ);
+        } else {
+          for (int64_t img = 0; img < count; ++img)
+            for (int64_t p = 0; p < L.Hq; ++p) {
+              const int64_t j0 = L.column(img, p, 0);
+              if (j0 >= cols) break;
+              const int64_t n = std::min(L.Wq, cols - j0);
+              if (p >= g.P) {
+                std::memset(dst + j0, 0, sizeof(T) * size_t(n));
+                continue;
+              }
+              copy_values(gy + ((n0 + img) * g.K + k) * PQ + p * g.Q, dst + j0, g.Q);
+              std::memset(dst + j0 + g.Q, 0, sizeof(T) * size_t(n - g.Q));
             }
-          }
         }
+        std::memset(dst + cols, 0, sizeof(T) * size_t(ldg - cols));
+      }
+      T* bp = local_buffer<T, kGradPanels>(panels * groups * NR);
+      for (int64_t pn = 0; pn < panels; ++pn) {
+        const int64_t k0 = pn * per_panel;
+        kern.pack_transposed(gyg + k0 * ldg, ldg, int(std::min(per_panel, g.K - k0)), groups, gl,
+                             bp + pn * groups * NR, NR);
+      }
       for (int64_t kk0 = 0; kk0 < groups; kk0 += kGroupBlock) {
         const int64_t kc = std::min(kGroupBlock * gl, cols - kk0 * gl);
         for (int64_t pn = 0; pn < panels; ++pn) {

@@ -54,6 +54,10 @@ struct GemmKernels {
   // array is G = 1, 2, 4 (nullptr where G does not divide a vector).
   void (*window_tile_t[3])(int64_t kc, const T* base, const int64_t* offsets, const T* b, T* C, int64_t ldc,
                            bool accumulate) = {};
+  // Packs b for window_tile_t: dst[jj*NR + r*G + e] = src[r*lds + jj*G + e]
+  // for rows r < rows, groups jj < groups, e < G; lanes from rows*G to NR
+  // are zero. (lds a multiple of G.)
+  void (*pack_transposed)(const T* src, int64_t lds, int rows, int64_t groups, int G, T* dst, int NR) = nullptr;
 };
 
 // The kernel sets of each instruction set (defined in the per-ISA files;
