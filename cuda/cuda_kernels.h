@@ -1,6 +1,6 @@
 // cuda/cuda_kernels.h — the hand-written CUDA implementations of every
 // kernel in ops/kernels.h (same names and signatures, namespace ember::cuda).
-// Each group lives in cuda/kernels/<group>.cu: a header comment, the
+// Each group lives in cuda/kernels/<group>.cu (the fused entries in fused.cu): a header comment, the
 // __global__ kernels, then the launchers below, which take the stream from
 // the table call. cuda/kernel_table.cu puts them into the "cuda" table (or,
 // compiled by g++ with EMBER_CUDASIM, the "cuda-sim" table).
@@ -18,6 +18,7 @@ namespace ember::cuda {
 void fill(DType dt, void* y, int64_t n, double value, Stream stream);
 void cast(DType src_dt, const void* x, DType dst_dt, void* y, int64_t n, Stream stream);
 void add(DType dt, const void* a, const void* b, void* y, int64_t n, Stream stream);
+void add_relu(DType dt, const void* a, const void* b, void* y, int64_t n, Stream stream);
 void axpby(DType dt, double alpha, const void* x, double beta, void* y, int64_t n, Stream stream);
 void relu_forward(DType dt, const void* x, void* y, int64_t n, Stream stream);
 void relu_backward(DType dt, const void* y, const void* gy, void* gx, int64_t n, Stream stream);
@@ -38,6 +39,12 @@ void conv2d_backward_filter(DType dt, const Conv2dGeometry& g, const void* x, co
 void batch_norm_forward_train(DType dt, const void* x, const void* gamma, const void* beta, void* y,
                               void* save_mean, void* save_invstd, void* running_mean, void* running_var, int64_t N,
                               int64_t C, int64_t HW, double momentum, double eps, Stream stream);
+void batch_norm_relu_forward_train(DType dt, const void* x, const void* gamma, const void* beta, void* y,
+                                   void* save_mean, void* save_invstd, void* running_mean, void* running_var,
+                                   int64_t N, int64_t C, int64_t HW, double momentum, double eps, Stream stream);
+void batch_norm_relu_backward_train(DType dt, const void* x, const void* y, const void* gy, const void* gamma,
+                                    const void* save_mean, const void* save_invstd, void* gx, void* ggamma,
+                                    void* gbeta, int64_t N, int64_t C, int64_t HW, double eps, Stream stream);
 void batch_norm_forward_eval(DType dt, const void* x, const void* gamma, const void* beta,
                              const void* running_mean, const void* running_var, void* y, int64_t N, int64_t C,
                              int64_t HW, double eps, Stream stream);

@@ -27,6 +27,9 @@ class BatchNorm2d : public Module {
  public:
   explicit BatchNorm2d(int64_t channels, double eps = 1e-5, double momentum = 0.1, DType dtype = DType::f32);
   Tensor forward(const Tensor& x) override;
+  // relu(forward(x)), fused into one op where that exists (training with
+  // this rank's batch statistics: ops::batch_norm2d_relu).
+  Tensor forward_relu(const Tensor& x);
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
   double eps, momentum;
   // Data-parallel --sync-bn: training statistics over every rank's batch

@@ -45,9 +45,9 @@ BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, DType 
 
 // relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x))
 Tensor BasicBlock::forward(const Tensor& x) {
-  Tensor y = ops::relu((*bn1)((*conv1)(x)));
+  Tensor y = bn1->forward_relu((*conv1)(x));
   y = (*bn2)((*conv2)(y));
-  return ops::relu(ops::add(y, downsample ? (*downsample)(x) : x));
+  return ops::add_relu(y, downsample ? (*downsample)(x) : x);
 }
 
 Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride, DType dtype) {
@@ -64,10 +64,10 @@ Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride, DType 
 
 // relu(bn3(conv3(relu(bn2(conv2(relu(bn1(conv1(x)))))))) + shortcut(x))
 Tensor Bottleneck::forward(const Tensor& x) {
-  Tensor y = ops::relu((*bn1)((*conv1)(x)));
-  y = ops::relu((*bn2)((*conv2)(y)));
+  Tensor y = bn1->forward_relu((*conv1)(x));
+  y = bn2->forward_relu((*conv2)(y));
   y = (*bn3)((*conv3)(y));
-  return ops::relu(ops::add(y, downsample ? (*downsample)(x) : x));
+  return ops::add_relu(y, downsample ? (*downsample)(x) : x);
 }
 
 ResNet::ResNet(const ResNetConfig& cfg, Generator& gen) : config_(cfg) {
@@ -141,7 +141,7 @@ Tensor ResNet::forward(const Tensor& input) {
   Tensor x = input;
   // The stem's weight says the compute dtype (f16 after net::convert_to_half).
   if (x.dtype() == DType::u8) x = ops::normalize_u8(x, config_.input_norm, conv1->weight.dtype());
-  x = ops::relu((*bn1)((*conv1)(x)));
+  x = bn1->forward_relu((*conv1)(x));
   if (maxpool) x = (*maxpool)(x);
   for (auto& stage : layers) x = (*stage)(x);
   x = ops::adaptive_avg_pool2d(x, 1, 1);

@@ -4,7 +4,8 @@
 // updates the running statistics in place (unbiased variance, PyTorch's
 // momentum convention), and saves (mean, 1/sqrt(var + eps)) for backward.
 // Inference uses the running statistics; its backward treats them as
-// constants (fine-tuning with frozen statistics).
+// constants (fine-tuning with frozen statistics). batch_norm2d_relu is the
+// same with the relu after it fused into the training kernels.
 #include "ops/op_helpers.h"
 #include "ops/ops.h"
 
@@ -71,6 +72,41 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta, Te
                      k2.batch_norm_backward_eval(xs.dtype(), xs.raw_data(), gy.raw_data(), gs.raw_data(),
                                                  rm.raw_data(), rv.raw_data(), gx.raw_data(), gg.raw_data(),
                                                  gb.raw_data(), N, C, HW, eps, s2);
+                     return std::vector<Tensor>{gx, gg, gb};
+                   });
+}
+
+Tensor batch_norm2d_relu(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                         Tensor& running_var, bool training, double momentum, double eps) {
+  if (!training) return relu(batch_norm2d(x, gamma, beta, running_mean, running_var, false, momentum, eps));
+  require_float(x, "batch_norm2d", "input");
+  require_ndim(x, 4, "batch_norm2d", "input");
+  const int64_t N = x.size(0), C = x.size(1), HW = x.size(2) * x.size(3);
+  require_param(gamma, x, C, "weight");
+  require_param(beta, x, C, "bias");
+  require_param(running_mean, x, C, "running_mean");
+  require_param(running_var, x, C, "running_var");
+  EMBER_CHECK(eps > 0, "batch_norm2d: eps must be positive");
+  EMBER_CHECK(N * HW > 1, "batch_norm2d: training needs more than one value per channel, got input ",
+              x.shape().str());
+  const DType pt = param_dtype(x.dtype());
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  auto [k, s] = launch_on(x);
+  Tensor mean = Tensor::empty({C}, pt, x.device()), invstd = Tensor::empty({C}, pt, x.device());
+  k.batch_norm_relu_forward_train(x.dtype(), x.raw_data(), gamma.raw_data(), beta.raw_data(), y.raw_data(),
+                                  mean.raw_data(), invstd.raw_data(), running_mean.raw_data(), running_var.raw_data(),
+                                  N, C, HW, momentum, eps, s);
+  if (!should_record({&x, &gamma, &beta})) return y;
+  Tensor xs = x.detach(), ys = y.detach(), gs = gamma.detach();
+  return record_op("batch_norm2d_relu", y, {&x, &gamma, &beta},
+                   [xs, ys, gs, mean, invstd, N, C, HW, eps](const Tensor& gy, GradMask) {
+                     auto [k2, s2] = launch_on(xs);
+                     Tensor gx = Tensor::empty(xs.shape(), xs.dtype(), xs.device());
+                     Tensor gg = Tensor::empty({C}, gs.dtype(), xs.device());
+                     Tensor gb = Tensor::empty({C}, gs.dtype(), xs.device());
+                     k2.batch_norm_relu_backward_train(xs.dtype(), xs.raw_data(), ys.raw_data(), gy.raw_data(),
+                                                       gs.raw_data(), mean.raw_data(), invstd.raw_data(),
+                                                       gx.raw_data(), gg.raw_data(), gb.raw_data(), N, C, HW, eps, s2);
                      return std::vector<Tensor>{gx, gg, gb};
                    });
 }

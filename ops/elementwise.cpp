@@ -1,4 +1,5 @@
-// ops/elementwise.cpp — add, scale, sum, cast and relu with their gradients.
+// ops/elementwise.cpp — add, scale, sum, cast, relu and add + relu with their
+// gradients.
 #include "ops/op_helpers.h"
 #include "ops/ops.h"
 
@@ -70,6 +71,24 @@ Tensor relu(const Tensor& x) {
     auto [k2, s2] = launch_on(saved);
     k2.relu_backward(saved.dtype(), saved.raw_data(), gy.raw_data(), gx.raw_data(), saved.numel(), s2);
     return std::vector<Tensor>{gx};
+  });
+}
+
+// y = max(a + b, 0);  ga = gb = y > 0 ? gy : 0
+Tensor add_relu(const Tensor& a, const Tensor& b) {
+  require_float(a, "add_relu", "a");
+  require_like(b, a, "add_relu", "b");
+  EMBER_CHECK(a.shape() == b.shape(), "add_relu: shapes differ: ", a.shape().str(), " and ", b.shape().str());
+  Tensor y = Tensor::empty(a.shape(), a.dtype(), a.device());
+  auto [k, s] = launch_on(a);
+  k.add_relu(a.dtype(), a.raw_data(), b.raw_data(), y.raw_data(), a.numel(), s);
+  if (!should_record({&a, &b})) return y;
+  Tensor saved = y.detach();
+  return record_op("add_relu", y, {&a, &b}, [saved](const Tensor& gy, GradMask) {
+    Tensor g = Tensor::empty(saved.shape(), saved.dtype(), saved.device());
+    auto [k2, s2] = launch_on(saved);
+    k2.relu_backward(saved.dtype(), saved.raw_data(), gy.raw_data(), g.raw_data(), saved.numel(), s2);
+    return std::vector<Tensor>{g, g};
   });
 }
 

@@ -90,6 +90,10 @@ struct Kernels {
   // ----------------------------------------------------------- elementwise
   // y = a + b                                                 a, b, y: [n]
   void (*add)(DType dt, const void* a, const void* b, void* y, int64_t n, Stream stream);
+  // y = max(a + b, 0) (NaN propagates)                       a, b, y: [n]
+  // (the residual add with the relu after it; its gradient is relu_backward
+  // of y, the same for a and b)
+  void (*add_relu)(DType dt, const void* a, const void* b, void* y, int64_t n, Stream stream);
   // y = alpha * x + beta * y (beta == 0 ignores y's old value) x, y: [n]
   void (*axpby)(DType dt, double alpha, const void* x, double beta, void* y, int64_t n, Stream stream);
   // y = max(x, 0)                                             x, y: [n]
@@ -147,6 +151,17 @@ struct Kernels {
                                    void* save_mean, void* save_invstd, void* running_mean, void* running_var,
                                    int64_t N, int64_t C, int64_t HW, double momentum, double eps,
                                    Stream stream);
+  // The training pair fused with the relu after batch norm:
+  //   forward   y = max(batch_norm(x), 0), statistics as batch_norm_forward_train
+  //   backward  the gradients of that y, i.e. batch_norm_backward_train of
+  //             (y > 0 ? gy : 0)          x, y, gy, gx: [N, C, HW]
+  void (*batch_norm_relu_forward_train)(DType dt, const void* x, const void* gamma, const void* beta, void* y,
+                                        void* save_mean, void* save_invstd, void* running_mean, void* running_var,
+                                        int64_t N, int64_t C, int64_t HW, double momentum, double eps,
+                                        Stream stream);
+  void (*batch_norm_relu_backward_train)(DType dt, const void* x, const void* y, const void* gy, const void* gamma,
+                                         const void* save_mean, const void* save_invstd, void* gx, void* ggamma,
+                                         void* gbeta, int64_t N, int64_t C, int64_t HW, double eps, Stream stream);
   // Inference: y = (x - running_mean) / sqrt(running_var + eps) * gamma + beta
   void (*batch_norm_forward_eval)(DType dt, const void* x, const void* gamma, const void* beta,
                                   const void* running_mean, const void* running_var, void* y, int64_t N,
@@ -225,10 +240,11 @@ struct Kernels {
 
 // The list of every member above, for tests that must cover all of them.
 #define EMBER_FOR_EACH_KERNEL(X)                                                                            \
-  X(fill) X(cast) X(add) X(axpby) X(relu_forward) X(relu_backward) X(bias_add) X(bias_backward) X(sum)    \
-  X(argmax_rows) X(gemm) X(im2col) X(col2im) X(conv2d_forward) X(conv2d_backward_data)                   \
-  X(conv2d_backward_filter) X(batch_norm_forward_train) X(batch_norm_forward_eval)                        \
-  X(batch_norm_backward_train) X(batch_norm_backward_eval) X(max_pool2d_forward) X(max_pool2d_backward)   \
+  X(fill) X(cast) X(add) X(add_relu) X(axpby) X(relu_forward) X(relu_backward) X(bias_add) X(bias_backward) \
+  X(sum) X(argmax_rows) X(gemm) X(im2col) X(col2im) X(conv2d_forward) X(conv2d_backward_data)            \
+  X(conv2d_backward_filter) X(batch_norm_forward_train) X(batch_norm_backward_train)                      \
+  X(batch_norm_relu_forward_train) X(batch_norm_relu_backward_train) X(batch_norm_forward_eval)            \
+  X(batch_norm_backward_eval) X(max_pool2d_forward) X(max_pool2d_backward)                                 \
   X(adaptive_avg_pool2d_forward) X(adaptive_avg_pool2d_backward) X(softmax_cross_entropy_forward)         \
   X(softmax_cross_entropy_backward) X(normalize_u8) X(sgd_update) X(random_uniform) X(random_normal)
 

@@ -44,6 +44,9 @@ Tensor sum(const Tensor& x);
 // Cast between floating types (gradient is cast back).
 Tensor cast(const Tensor& x, DType dtype);
 Tensor relu(const Tensor& x);
+// relu(a + b) in one pass (the residual connection); the gradient of both
+// inputs is relu's of the output.
+Tensor add_relu(const Tensor& a, const Tensor& b);
 
 struct Conv2dOptions {
   int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
@@ -57,6 +60,11 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dOpt
 Tensor batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
                     Tensor& running_var, bool training, double momentum, double eps);
 
+// relu(batch_norm2d(...)): in training one fused op (one output pass, and
+// one gradient with relu's mask folded into batch norm's passes); in
+// inference batch_norm2d then relu. Same arguments as batch_norm2d.
+Tensor batch_norm2d_relu(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                         Tensor& running_var, bool training, double momentum, double eps);
 // Synchronised batch norm (training only) for data-parallel runs: the
 // statistics and the backward's per-channel sums cover every rank's batch
 // (ops/batch_norm_sync.cpp). all_reduce_sum sums a small f64 tensor (on x's

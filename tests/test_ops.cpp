@@ -223,7 +223,7 @@ OpCase conv_case(const ConvGeom& g, int64_t max_fd = 0) {
 
 // ================================================================== elementwise
 
-TEST_CASE("ops: add, scale, sum, relu, cast through the harness") {
+TEST_CASE("ops: add, scale, sum, relu, add_relu, cast through the harness") {
   std::vector<OpCase> cases;
   {
     OpCase c;
@@ -300,6 +300,25 @@ TEST_CASE("ops: add, scale, sum, relu, cast through the harness") {
     c.inputs = {test::input("x", {1, 1027}, Gen::away_from_zero, 0.05, 1.0)};
     c.forward = [](const Ins& in) { return Outs{ops::relu(in[0])}; };
     c.reference = [](const InVals& v) { return Refs{{Shape{1, 1027}, relu_v(v[0])}}; };
+    c.max_fd_elements = 64;
+    cases.push_back(c);
+  }
+  {
+    OpCase c;  // the fused residual add + relu: |a| >= 0.3 > |b|, so a + b stays away from relu's kink
+    c.name = "add_relu";
+    c.inputs = {test::input("a", {3, 4, 5}, Gen::away_from_zero, 0.3, 1.0),
+                test::input("b", {3, 4, 5}, Gen::uniform, -0.1, 0.1)};
+    c.forward = [](const Ins& in) { return Outs{ops::add_relu(in[0], in[1])}; };
+    c.reference = [](const InVals& v) { return Refs{{Shape{3, 4, 5}, relu_v(add_v(v[0], v[1]))}}; };
+    cases.push_back(c);
+  }
+  {
+    OpCase c;
+    c.name = "add_relu_large";  // odd length past any vector width and one thread's share
+    c.inputs = {test::input("a", {1, 70001}, Gen::away_from_zero, 0.3, 1.0),
+                test::input("b", {1, 70001}, Gen::uniform, -0.1, 0.1)};
+    c.forward = [](const Ins& in) { return Outs{ops::add_relu(in[0], in[1])}; };
+    c.reference = [](const InVals& v) { return Refs{{Shape{1, 70001}, relu_v(add_v(v[0], v[1]))}}; };
     c.max_fd_elements = 64;
     cases.push_back(c);
   }
@@ -498,7 +517,102 @@ TEST_CASE("ops: batch_norm2d through the harness") {
     c.max_fd_elements = 100;
     cases.push_back(c);
   }
+  // The fused batch norm + relu, training and (composed) inference.
+  for (const Shape& xs : {Shape{2, 3, 4, 5}, Shape{4, 2, 3, 3}, Shape{2, 6, 9, 11}}) {
+    const int64_t C = xs[1];
+    for (bool training : {true, false}) {
+      OpCase c;
+      c.name = std::string("batch_norm2d_relu_") + (training ? "train_" : "eval_") + xs.str();
+      c.inputs = {test::input("x", xs, Gen::uniform, -2, 3),
+                  test::as_param(test::input("gamma", {C}, Gen::uniform, 0.5, 1.5)),
+                  test::as_param(test::input("beta", {C}, Gen::uniform, -0.5, 0.5)),
+                  test::as_param(test::constant("running_mean", {C}, Gen::uniform, -0.5, 0.5)),
+                  test::as_param(test::constant("running_var", {C}, Gen::uniform, 0.5, 1.5))};
+      c.forward = [training, momentum, eps](const Ins& in) {
+        Tensor rm = in[3].clone(), rv = in[4].clone();
+        Tensor y = ops::batch_norm2d_relu(in[0], in[1], in[2], rm, rv, training, momentum, eps);
+        return Outs{y, rm, rv};
+      };
+      c.reference = [xs, training, momentum, eps](const InVals& v) {
+        Refs r = training ? ref_batch_norm_train(v[0], xs, v[1], v[2], v[3], v[4], momentum, eps)
+                          : Refs{ref_batch_norm_eval(v[0], xs, v[1], v[2], v[3], v[4], eps), {Shape{xs[1]}, v[3]},
+                                 {Shape{xs[1]}, v[4]}};
+        r[0].values = relu_v(r[0].values);
+        return r;
+      };
+      c.max_fd_elements = 100;
+      cases.push_back(c);
+    }
+  }
   run_cases(cases);
+}
+
+// The fused ops against the unfused ops they replace, on every backend:
+// forward outputs, running statistics and every gradient, f64 and f32, to
+// rounding (sums may be vectorised in another order).
+TEST_CASE("ops: fused batch_norm2d_relu and add_relu match their unfused compositions") {
+  auto make = [](int64_t n, double lo, double hi, uint64_t seed) {
+    std::vector<double> v(static_cast<size_t>(n));
+    uint64_t st = seed * 0x9E3779B97F4A7C15ull + 5;
+    for (auto& a : v) {
+      st = st * 6364136223846793005ull + 1442695040888963407ull;
+      a = lo + (hi - lo) * double(st >> 11) / double(1ull << 53);
+    }
+    return v;
+  };
+  const Shape xs{4, 3, 5, 7};
+  const auto xv = make(xs.numel(), -2, 3, 1), gv = make(3, 0.5, 1.5, 2), bv = make(3, -0.5, 0.5, 3),
+             uv = make(xs.numel(), -1, 1, 4), dv = make(xs.numel(), -1, 1, 5), upv = make(xs.numel(), -1, 1, 6);
+  for (const test::Backend& be : test::backends()) {
+    if (be.select) be.select();
+    CAPTURE(be.name);
+    for (DType dt : {DType::f64, DType::f32}) {
+      if (dt == DType::f64 && !be.has_f64) continue;
+      const std::string dtype = dtype_name(dt);
+      CAPTURE(dtype);
+      const DType pt = ops::param_dtype(dt);
+      const double tol = dt == DType::f64 ? 1e-12 : 1e-5;
+      auto leaf = [&](const std::vector<double>& v, const Shape& s, DType t) {
+        Tensor x = Tensor::from_vector(v, s, t, be.device);
+        x.set_requires_grad(true);
+        return x;
+      };
+      auto close = [&](const Tensor& a, const Tensor& b) {
+        const auto x = a.to_double_vector(), y = b.to_double_vector();
+        REQUIRE(x.size() == y.size());
+        double worst = 0;
+        for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::fabs(x[i] - y[i]) / (1 + std::fabs(y[i])));
+        CHECK(worst <= tol);
+      };
+      const Tensor upstream = Tensor::from_vector(upv, xs, dt, be.device);
+      // batch norm + relu, training: y, running statistics, gx, ggamma, gbeta
+      std::vector<Tensor> fused, plain;
+      for (bool fuse : {true, false}) {
+        Tensor x = leaf(xv, xs, dt), g = leaf(gv, Shape{3}, pt), b = leaf(bv, Shape{3}, pt);
+        Tensor rm = Tensor::zeros({3}, pt, be.device), rv = Tensor::full({3}, 1.0, pt, be.device);
+        Tensor y = fuse ? ops::batch_norm2d_relu(x, g, b, rm, rv, true, 0.1, 1e-5)
+                        : ops::relu(ops::batch_norm2d(x, g, b, rm, rv, true, 0.1, 1e-5));
+        y.backward(upstream);
+        (fuse ? fused : plain) = std::vector<Tensor>{y.detach(), rm, rv, x.grad(), g.grad(), b.grad()};
+      }
+      for (size_t i = 0; i < fused.size(); ++i) {
+        CAPTURE(i);
+        close(fused[i], plain[i]);
+      }
+      // add + relu: y and both gradients
+      fused.clear(), plain.clear();
+      for (bool fuse : {true, false}) {
+        Tensor a = leaf(uv, xs, dt), b = leaf(dv, xs, dt);
+        Tensor y = fuse ? ops::add_relu(a, b) : ops::relu(ops::add(a, b));
+        y.backward(upstream);
+        (fuse ? fused : plain) = std::vector<Tensor>{y.detach(), a.grad(), b.grad()};
+      }
+      for (size_t i = 0; i < fused.size(); ++i) {
+        CAPTURE(i);
+        close(fused[i], plain[i]);
+      }
+    }
+  }
 }
 
 TEST_CASE("ops: batch_norm2d updates the running statistics in place, accumulating over steps") {

@@ -1,11 +1,38 @@
 // cuda/cudnn/cudnn_table.cu — the "cudnn" table: the native CUDA kernels with
-// convolution, batch norm (except the inference backward) and max pooling
+// convolution, batch norm (except the inference backward; with the relu
+// kernels around it for the fused batch norm + relu) and max pooling
 // from cuDNN and GEMM from cuBLAS. Selected by `--conv cudnn` (the default
 // on GPUs) through ember::cuda::init.
+#include "cuda/allocator.h"
 #include "cuda/cuda_device.h"
+#include "cuda/cuda_kernels.h"
 #include "cuda/cudnn/cudnn_kernels.h"
 
 namespace ember::cuda {
+namespace {
+
+// Batch norm + relu with cuDNN's batch norm: the relu kernels of
+// elementwise.cu after it (forward, in place) or before it (backward, the
+// gradient masked by the output into scratch memory).
+void cudnn_batch_norm_relu_forward_train(DType dt, const void* x, const void* gamma, const void* beta, void* y,
+                                         void* save_mean, void* save_invstd, void* running_mean, void* running_var,
+                                         int64_t N, int64_t C, int64_t HW, double momentum, double eps,
+                                         Stream stream) {
+  cudnn_batch_norm_forward_train(dt, x, gamma, beta, y, save_mean, save_invstd, running_mean, running_var, N, C, HW,
+                                 momentum, eps, stream);
+  relu_forward(dt, y, y, N * C * HW, stream);
+}
+void cudnn_batch_norm_relu_backward_train(DType dt, const void* x, const void* y, const void* gy, const void* gamma,
+                                          const void* save_mean, const void* save_invstd, void* gx, void* ggamma,
+                                          void* gbeta, int64_t N, int64_t C, int64_t HW, double eps, Stream stream) {
+  const int64_t n = N * C * HW;
+  DeviceBuffer masked(size_t(n) * dtype_size(dt));
+  relu_backward(dt, y, gy, masked.get(), n, stream);
+  cudnn_batch_norm_backward_train(dt, x, masked.get(), gamma, save_mean, save_invstd, gx, ggamma, gbeta, N, C, HW,
+                                  eps, stream);
+}
+
+}  // namespace
 
 const Kernels* cudnn_kernels() {
   static const Kernels table = [] {
@@ -17,6 +44,8 @@ const Kernels* cudnn_kernels() {
     t.batch_norm_forward_train = cudnn_batch_norm_forward_train;
     t.batch_norm_forward_eval = cudnn_batch_norm_forward_eval;
     t.batch_norm_backward_train = cudnn_batch_norm_backward_train;
+    t.batch_norm_relu_forward_train = cudnn_batch_norm_relu_forward_train;
+    t.batch_norm_relu_backward_train = cudnn_batch_norm_relu_backward_train;
     t.max_pool2d_forward = cudnn_max_pool2d_forward;
     t.max_pool2d_backward = cudnn_max_pool2d_backward;
     t.gemm = cublas_gemm;

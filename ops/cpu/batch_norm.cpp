@@ -1,6 +1,8 @@
-// ops/cpu/batch_norm.cpp — the four batch-norm CPU kernels (ops/batch_norm.cpp
+// ops/cpu/batch_norm.cpp — the batch-norm CPU kernels (ops/batch_norm.cpp
 // calls them): training forward with running-statistic update, inference
-// forward, and the gradients of both.
+// forward, and the gradients of both; and the training pair fused with the
+// relu that follows (the output pass applies max(., 0); the gradient passes
+// mask gy by the output), which saves relu's own passes over memory.
 //
 // Layout x: [N, C, HW]; channel c is N planes of HW contiguous values, so
 // the training kernels give each thread whole channels: a channel's planes
@@ -91,6 +93,70 @@ template <typename T>
   for (int64_t i = 0; i < n; ++i) out[i] = a * g[i] + (b * (x[i] - mean) + d);
 }
 
+// y = max((x - m) * a + b, 0) over n values (NaN propagates, as relu's).
+template <typename T>
+[[gnu::always_inline]] inline void affine_relu(const T* x, T* y, int64_t n, T m, T a, T b) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const T v = (x[i] - m) * a + b;
+    y[i] = v < T(0) ? T(0) : v;
+  }
+}
+
+// The gradient sums and apply with gy masked by relu's output: g = y > 0 ? gy : 0.
+template <typename T>
+[[gnu::always_inline]] inline void add_masked_gradient_sums(const T* x, const T* y, const T* g, int64_t n, T mean,
+                                                            double& s1, double& s2) {
+  for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
+    const int64_t i1 = std::min(n, i0 + kChunk);
+    T c1 = T(0), c2 = T(0);
+#pragma omp simd reduction(+ : c1, c2)
+    for (int64_t i = i0; i < i1; ++i) {
+      const T gi = y[i] > T(0) ? g[i] : T(0);
+      c1 += gi;
+      c2 += gi * (x[i] - mean);
+    }
+    s1 += double(c1);
+    s2 += double(c2);
+  }
+}
+template <typename T>
+[[gnu::always_inline]] inline void masked_gradient_apply(const T* x, const T* y, const T* g, T* out, int64_t n, T mean,
+                                                         T a, T b, T d) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) out[i] = a * (y[i] > T(0) ? g[i] : T(0)) + (b * (x[i] - mean) + d);
+}
+
+EMBER_VECTOR_CLONES void affine_relu_f32(const float* x, float* y, int64_t n, float m, float a, float b) {
+  affine_relu<float>(x, y, n, m, a, b);
+}
+EMBER_VECTOR_CLONES void masked_gradient_sums_f32(const float* x, const float* y, const float* g, int64_t n,
+                                                  float mean, double& s1, double& s2) {
+  add_masked_gradient_sums<float>(x, y, g, n, mean, s1, s2);
+}
+EMBER_VECTOR_CLONES void masked_gradient_apply_f32(const float* x, const float* y, const float* g, float* out,
+                                                   int64_t n, float mean, float a, float b, float d) {
+  masked_gradient_apply<float>(x, y, g, out, n, mean, a, b, d);
+}
+void apply_affine_relu(const float* x, float* y, int64_t n, float m, float a, float b) { affine_relu_f32(x, y, n, m, a, b); }
+void apply_affine_relu(const double* x, double* y, int64_t n, double m, double a, double b) { affine_relu(x, y, n, m, a, b); }
+void masked_gradient_sums(const float* x, const float* y, const float* g, int64_t n, float mean, double& s1,
+                          double& s2) {
+  masked_gradient_sums_f32(x, y, g, n, mean, s1, s2);
+}
+void masked_gradient_sums(const double* x, const double* y, const double* g, int64_t n, double mean, double& s1,
+                          double& s2) {
+  add_masked_gradient_sums(x, y, g, n, mean, s1, s2);
+}
+void apply_masked_gradient(const float* x, const float* y, const float* g, float* out, int64_t n, float mean, float a,
+                           float b, float d) {
+  masked_gradient_apply_f32(x, y, g, out, n, mean, a, b, d);
+}
+void apply_masked_gradient(const double* x, const double* y, const double* g, double* out, int64_t n, double mean,
+                           double a, double b, double d) {
+  masked_gradient_apply(x, y, g, out, n, mean, a, b, d);
+}
+
 EMBER_VECTOR_CLONES void shifted_sums_f32(const float* x, int64_t n, float shift, double& s, double& ss) {
   add_shifted_sums<float>(x, n, shift, s, ss);
 }
@@ -127,11 +193,14 @@ void apply_gradient(const double* x, const double* g, double* out, int64_t n, do
 
 }  // namespace
 
+namespace {
+// Training forward, y = bn(x) or (kRelu) relu(bn(x)).
 // x, y: [N, C, HW]   gamma, beta, running_mean, running_var, save_mean, save_invstd: [C]
-void batch_norm_forward_train(DType dt, const void* x, const void* gamma, const void* beta, void* y,
-                              void* save_mean, void* save_invstd, void* running_mean, void* running_var, int64_t N,
-                              int64_t C, int64_t HW, double momentum, double eps, Stream) {
-  dispatch_storage(dt, "batch_norm_forward_train", [&](auto zero) {
+template <bool kRelu>
+void forward_train(DType dt, const char* kernel, const void* x, const void* gamma, const void* beta, void* y,
+                   void* save_mean, void* save_invstd, void* running_mean, void* running_var, int64_t N, int64_t C,
+                   int64_t HW, double momentum, double eps) {
+  dispatch_storage(dt, kernel, [&](auto zero) {
     using S = decltype(zero);
     using T = compute_t<S>;
     using P = T;  // parameter type (f32 for f16 and f32, f64 for f64)
@@ -161,17 +230,36 @@ void batch_norm_forward_train(DType dt, const void* x, const void* gamma, const 
         const double var_unbiased = M > 1 ? var * double(M) / double(M - 1) : var;
         prm[c] = P((1.0 - momentum) * double(prm[c]) + momentum * mean);
         prv[c] = P((1.0 - momentum) * double(prv[c]) + momentum * var_unbiased);
-        // pass 2: y = (x - mean) * scale + beta
+        // pass 2: y = (x - mean) * scale + beta (then relu)
         const T m = T(mean), a = T(double(pg[c]) * invstd), b = T(pb[c]);
         for (int64_t n = 0; n < N; ++n) {
           const T* xp = load<0>(sx + (n * C + c) * HW, HW);
           T* yp = out_ptr<1>(sy + (n * C + c) * HW, HW);
-          apply_affine(xp, yp, HW, m, a, b);
+          if constexpr (kRelu)
+            apply_affine_relu(xp, yp, HW, m, a, b);
+          else
+            apply_affine(xp, yp, HW, m, a, b);
           store(yp, sy + (n * C + c) * HW, HW);
         }
       }
     });
   });
+}
+}  // namespace
+
+void batch_norm_forward_train(DType dt, const void* x, const void* gamma, const void* beta, void* y,
+                              void* save_mean, void* save_invstd, void* running_mean, void* running_var, int64_t N,
+                              int64_t C, int64_t HW, double momentum, double eps, Stream) {
+  forward_train<false>(dt, "batch_norm_forward_train", x, gamma, beta, y, save_mean, save_invstd, running_mean,
+                       running_var, N, C, HW, momentum, eps);
+}
+
+// y = relu(batch norm of x): the same statistics, one output pass.
+void batch_norm_relu_forward_train(DType dt, const void* x, const void* gamma, const void* beta, void* y,
+                                   void* save_mean, void* save_invstd, void* running_mean, void* running_var,
+                                   int64_t N, int64_t C, int64_t HW, double momentum, double eps, Stream) {
+  forward_train<true>(dt, "batch_norm_relu_forward_train", x, gamma, beta, y, save_mean, save_invstd, running_mean,
+                      running_var, N, C, HW, momentum, eps);
 }
 
 // y = (x - running_mean) / sqrt(running_var + eps) * gamma + beta      x, y: [N, C, HW]
@@ -213,16 +301,19 @@ void batch_norm_forward_eval(DType dt, const void* x, const void* gamma, const v
 //   gbeta = sum gy,  ggamma = sum gy * xhat,
 //   gx = gamma * invstd / M * (M * gy - gbeta - xhat * ggamma)
 //      = A * gy + B * (x - mean) + D   with per-channel A, B, D.
+// With relu's output y (relu_y != nullptr), gy is first masked: y > 0 ? gy : 0.
 //   x, gy, gx: [N, C, HW]   gamma, save_mean, save_invstd, ggamma, gbeta: [C]
-void batch_norm_backward_train(DType dt, const void* x, const void* gy, const void* gamma, const void* save_mean,
-                               const void* save_invstd, void* gx, void* ggamma, void* gbeta, int64_t N, int64_t C,
-                               int64_t HW, double /*eps: held in save_invstd*/, Stream) {
-  dispatch_storage(dt, "batch_norm_backward_train", [&](auto zero) {
+namespace {
+void backward_train(DType dt, const char* kernel, const void* x, const void* relu_y, const void* gy,
+                    const void* gamma, const void* save_mean, const void* save_invstd, void* gx, void* ggamma,
+                    void* gbeta, int64_t N, int64_t C, int64_t HW) {
+  dispatch_storage(dt, kernel, [&](auto zero) {
     using S = decltype(zero);
     using T = compute_t<S>;
     using P = T;
     const S* sx = static_cast<const S*>(x);
     const S* sgy = static_cast<const S*>(gy);
+    const S* sy = static_cast<const S*>(relu_y);
     S* sgx = static_cast<S*>(gx);
     const P* pg = static_cast<const P*>(gamma);
     const P* psm = static_cast<const P*>(save_mean);
@@ -237,7 +328,12 @@ void batch_norm_backward_train(DType dt, const void* x, const void* gy, const vo
         // pass 1: sum gy and sum gy * (x - mean)
         double s1 = 0.0, s2 = 0.0;
         for (int64_t n = 0; n < N; ++n) {
-          gradient_sums(load<0>(sx + (n * C + c) * HW, HW), load<1>(sgy + (n * C + c) * HW, HW), HW, mean, s1, s2);
+          const T* xp = load<0>(sx + (n * C + c) * HW, HW);
+          const T* gp = load<1>(sgy + (n * C + c) * HW, HW);
+          if (sy)
+            masked_gradient_sums(xp, load<3>(sy + (n * C + c) * HW, HW), gp, HW, mean, s1, s2);
+          else
+            gradient_sums(xp, gp, HW, mean, s1, s2);
         }
         const double gb = s1, gg = s2 * invstd;
         pgb[c] = P(gb);
@@ -250,12 +346,31 @@ void batch_norm_backward_train(DType dt, const void* x, const void* gy, const vo
           const T* xp = load<0>(sx + (n * C + c) * HW, HW);
           const T* gp = load<1>(sgy + (n * C + c) * HW, HW);
           T* op = out_ptr<2>(sgx + (n * C + c) * HW, HW);
-          apply_gradient(xp, gp, op, HW, mean, a, b, d);
+          if (sy)
+            apply_masked_gradient(xp, load<3>(sy + (n * C + c) * HW, HW), gp, op, HW, mean, a, b, d);
+          else
+            apply_gradient(xp, gp, op, HW, mean, a, b, d);
           store(op, sgx + (n * C + c) * HW, HW);
         }
       }
     });
   });
+}
+}  // namespace
+
+void batch_norm_backward_train(DType dt, const void* x, const void* gy, const void* gamma, const void* save_mean,
+                               const void* save_invstd, void* gx, void* ggamma, void* gbeta, int64_t N, int64_t C,
+                               int64_t HW, double /*eps: held in save_invstd*/, Stream) {
+  backward_train(dt, "batch_norm_backward_train", x, nullptr, gy, gamma, save_mean, save_invstd, gx, ggamma, gbeta, N,
+                 C, HW);
+}
+
+// The gradients of y = relu(batch norm of x) (y: that output).
+void batch_norm_relu_backward_train(DType dt, const void* x, const void* y, const void* gy, const void* gamma,
+                                    const void* save_mean, const void* save_invstd, void* gx, void* ggamma,
+                                    void* gbeta, int64_t N, int64_t C, int64_t HW, double /*eps*/, Stream) {
+  backward_train(dt, "batch_norm_relu_backward_train", x, y, gy, gamma, save_mean, save_invstd, gx, ggamma, gbeta, N,
+                 C, HW);
 }
 
 // Statistics are constants: with invstd = 1 / sqrt(running_var + eps),

@@ -1,5 +1,6 @@
 // ops/cpu/elementwise.cpp — the elementwise and per-channel broadcast CPU
-// kernels: add, axpby, relu forward/backward, bias add and its gradient.
+// kernels: add, add + relu, axpby, relu forward/backward, bias add and its
+// gradient.
 //
 // All of them are memory-bound, so each is one pass over its arrays, split
 // into contiguous chunks across threads, with an inner loop GCC vectorises.
@@ -77,6 +78,15 @@ void add(DType dt, const void* a, const void* b, void* y, int64_t n, Stream) {
     return;
 #endif
   binary_elementwise(dt, "add", a, b, y, n, [](auto x, auto z) { return x + z; });
+}
+
+// y = max(a + b, 0): the residual add and the relu after it, one pass.
+//   a, b, y: [n]
+void add_relu(DType dt, const void* a, const void* b, void* y, int64_t n, Stream) {
+  binary_elementwise(dt, "add_relu", a, b, y, n, [](auto x, auto z) {
+    const auto v = x + z;
+    return v < decltype(v)(0) ? decltype(v)(0) : v;
+  });
 }
 
 // y = alpha * x + beta * y; beta == 0 never reads y        x, y: [n]
