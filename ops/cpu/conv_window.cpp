@@ -1,6 +1,7 @@
-// ops/cpu/conv_window.cpp — the window-row convolution (conv_window.h): the
-// grid layout and its filling, the packing of filters and output gradients,
-// and the loops around the register tiles of conv_micro.h.
+// ops/cpu/conv_window.cpp — the window-row convolution (conv_window.h) in
+// f32/f64 (and f16 converted to f32 on the way): packing filters and
+// output gradients, and the loops around the register tiles of
+// conv_micro.h, on the grids of conv_grid.h.
 #include "ops/cpu/conv_window.h"
 
 #include <algorithm>
@@ -10,11 +11,13 @@
 
 #include "engine/parallel.h"
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/conv_grid.h"
 #include "ops/cpu/f16_util.h"
 #include "ops/cpu/gemm_isa.h"
 
 namespace ember::cpu {
 namespace {
+using namespace conv_grid;
 
 // local_buffer slots (f16_util.h), distinct from the other conv files':
 // the grid, the GEMM output on the grid, the packed filter, the packed
@@ -26,133 +29,8 @@ constexpr int kGrid = 40, kGridOut = 41, kFilter = 42, kGradPanels = 43, kPartia
 // Inner-dimension block of the filter gradient, in lane groups: a packed
 // block of the output gradient (kGroupBlock x NR values) stays in L1.
 constexpr int64_t kGroupBlock = 192;
-// Images are stacked until a grid has about this many columns.
-constexpr int64_t kStackColumns = 512;
 // Pointwise convolutions of planes this large read the image in place.
 constexpr int64_t kInPlacePlane = 256;
-
-int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
-int64_t ceil_div(int64_t v, int64_t m) { return (v + m - 1) / m; }
-
-// ----------------------------------------------------------------- layout
-
-// A stack of G images on the grid (conv_window.h): per channel and phase, a
-// plane of `rows` phase rows of Wq values; phase (a, b) holds the padded
-// rows a, a + sh, ... and columns b, b + sw, ...
-struct GridLayout {
-  int64_t C = 0, H = 0, W = 0;  // channels, image size
-  int64_t G = 1;                // images
-  int64_t sh = 1, sw = 1;       // stride (phases)
-  int64_t top = 0, left = 0;    // first pixel inside an image block, padded coordinates
-  int64_t Hb = 0, Wb = 0;       // image block, padded coordinates (multiples of sh, sw)
-  int64_t Hq = 0, Wq = 0;       // the block in phase rows and columns
-  int64_t rows = 0, plane = 0;  // phase rows per plane (G*Hq + margin); rows * Wq
-  int64_t slack = 0;            // readable zeros after the last plane
-  // Only the phases some filter tap reads are stored: slot[a*sw + b] is the
-  // place of phase (a, b) among them, or -1.
-  int64_t slots = 0;
-  std::vector<int64_t> slot;
-
-  int64_t size() const { return slots * C * plane + slack; }
-  // Start of the window row of padded offset (r, s) from an output's origin, channel c.
-  int64_t offset(int64_t c, int64_t r, int64_t s) const {
-    return (slot[size_t((r % sh) * sw + s % sw)] * C + c) * plane + (r / sh) * Wq + s / sw;
-  }
-  // Grid column of output (image, row, column).
-  int64_t column(int64_t g, int64_t p, int64_t q) const { return (g * Hq + p) * Wq + q; }
-};
-
-// The rest of a layout from its blocks, for a filter of R x S taps.
-void finish_layout(GridLayout& L, int64_t R, int64_t S, int NR) {
-  L.Hq = L.Hb / L.sh;
-  L.Wq = L.Wb / L.sw;
-  L.rows = L.G * L.Hq + ceil_div(R, L.sh) + 1;
-  L.plane = L.rows * L.Wq;
-  L.slack = NR + L.Wq + 64;
-  L.slot.assign(size_t(L.sh * L.sw), -1);
-  L.slots = 0;
-  for (int64_t a = 0; a < std::min(L.sh, R); ++a)
-    for (int64_t b = 0; b < std::min(L.sw, S); ++b) L.slot[size_t(a * L.sw + b)] = L.slots++;
-}
-
-// The grid of a convolution's input: image blocks just large enough that
-// the padding between neighbours is shared (Hb >= H + pad), that outputs of
-// one image never read the next one's pixels, and that output rows of
-// different images stay apart.
-GridLayout input_layout(const Conv2dGeometry& g, int64_t G, int NR) {
-  GridLayout L;
-  L.C = g.C, L.H = g.H, L.W = g.W, L.G = G;
-  L.sh = g.stride_h, L.sw = g.stride_w, L.top = g.pad_h, L.left = g.pad_w;
-  L.Hb = round_up(std::max({g.H + g.pad_h, (g.P - 1) * g.stride_h + g.R - g.pad_h, (g.P - 1) * g.stride_h + 1}),
-                  g.stride_h);
-  L.Wb = round_up(std::max({g.W + g.pad_w, (g.Q - 1) * g.stride_w + g.S - g.pad_w, (g.Q - 1) * g.stride_w + 1}),
-                  g.stride_w);
-  finish_layout(L, g.R, g.S, NR);
-  return L;
-}
-
-// Window-row offsets of every filter tap (c, r, s), in [C*R*S] order.
-std::vector<int64_t> tap_offsets(const GridLayout& L, const Conv2dGeometry& g) {
-  std::vector<int64_t> off(static_cast<size_t>(g.C * g.R * g.S));
-  for (int64_t c = 0; c < g.C; ++c)
-    for (int64_t r = 0; r < g.R; ++r)
-      for (int64_t s = 0; s < g.S; ++s) off[size_t((c * g.R + r) * g.S + s)] = L.offset(c, r, s);
-  return off;
-}
-
-// Images per grid: enough for ~kStackColumns columns.
-int64_t stack_for(const GridLayout& one) {
-  return std::clamp<int64_t>(ceil_div(kStackColumns, one.Hq * one.Wq), 1, 16);
-}
-
-// count (<= L.G) images x: [count, C, H, W] -> the grid, zeros everywhere
-// else (padding, missing images, margin, slack); f16 converted.
-template <typename T, typename S>
-void fill_grid(const GridLayout& L, const S* x, int64_t count, T* grid) {
-  const int64_t HW = L.H * L.W;
-  for (int64_t a = 0; a < L.sh; ++a)
-    for (int64_t b = 0; b < L.sw; ++b)
-      for (int64_t c = 0; c < L.C; ++c) {
-        if (L.slot[size_t(a * L.sw + b)] < 0) continue;  // no tap reads this phase
-        T* plane = grid + (L.slot[size_t(a * L.sw + b)] * L.C + c) * L.plane;
-        // The plane's columns that hold pixels: padded column left + w = jj*sw + b.
-        const int64_t w0 = std::max<int64_t>(0, ceil_div(std::max<int64_t>(0, L.left - b), L.sw) * L.sw + b - L.left);
-        for (int64_t i = 0; i < L.rows; ++i) {
-          T* dst = plane + i * L.Wq;
-          const int64_t prow = i * L.sh + a, img = prow / L.Hb, h = prow % L.Hb - L.top;
-          if (img >= count || h < 0 || h >= L.H) {
-            std::memset(dst, 0, sizeof(T) * size_t(L.Wq));
-            continue;
-          }
-          const S* src = x + (img * L.C + c) * HW + h * L.W;
-          if (L.sw == 1) {
-            std::memset(dst, 0, sizeof(T) * size_t(L.left));
-            copy_values(src, dst + L.left, L.W);
-            std::memset(dst + L.left + L.W, 0, sizeof(T) * size_t(L.Wq - L.left - L.W));
-            continue;
-          }
-          std::memset(dst, 0, sizeof(T) * size_t(L.Wq));
-          T* d = dst + (L.left + w0) / L.sw;
-          for (int64_t w = w0; w < L.W; w += L.sw) *d++ = convert_value<T>(src[w]);
-        }
-      }
-  std::memset(grid + L.slots * L.C * L.plane, 0, sizeof(T) * size_t(L.slack));
-}
-
-// ------------------------------------------------------------- packing
-
-// A [M, Kd] (element (i, k) at a(i, k)) -> MR-row panels [ceil(M / MR)][Kd][MR], zero padded.
-template <typename T, typename F>
-void pack_panels(int64_t M, int64_t Kd, int MR, T* dst, F&& a) {
-  for (int64_t i0 = 0; i0 < M; i0 += MR) {
-    T* panel = dst + (i0 / MR) * Kd * MR;
-    const int rows = int(std::min<int64_t>(MR, M - i0));
-    for (int64_t k = 0; k < Kd; ++k) {
-      for (int i = 0; i < rows; ++i) panel[k * MR + i] = a(i0 + i, k);
-      for (int i = rows; i < MR; ++i) panel[k * MR + i] = T(0);
-    }
-  }
-}
 
 // ------------------------------------------------------------ the GEMMs
 
@@ -201,36 +79,7 @@ void window_gemm_columns(const GemmKernels<T>& kern, int64_t M, int64_t Kd, cons
   });
 }
 
-// Multiply-adds of one image's convolution.
-int64_t conv_flops(const Conv2dGeometry& g) { return g.K * g.C * g.R * g.S * g.P * g.Q; }
-bool worth_threads(const Conv2dGeometry& g) { return g.N * conv_flops(g) >= (int64_t(1) << 20) && num_threads() > 1; }
-
-// Runs stack(n0, count, parallel_inside) over [0, N) in stacks of at most
-// `stack` images: each thread takes a contiguous share of the images when
-// there are at least as many images as threads; otherwise the stacks run in
-// turn and the work inside each is shared.
-template <typename F>
-void for_each_stack(const Conv2dGeometry& g, int64_t stack, F&& run) {
-  const bool threads_worth = worth_threads(g);
-  const int threads = threads_worth ? num_threads() : 1;
-  if (threads > 1 && g.N >= threads) {
-    const int64_t per = ceil_div(g.N, threads);
-    parallel_for(0, threads, 1, [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t) {
-        const int64_t end = std::min(g.N, (t + 1) * per);
-        for (int64_t n = t * per; n < end; n += stack) run(n, std::min(stack, end - n), false);
-      }
-    });
-    return;
-  }
-  for (int64_t n = 0; n < g.N; n += stack) run(n, std::min(stack, g.N - n), threads > 1);
-}
-
 // ---------------------------------------------------------------- forward
-
-bool is_pointwise(const Conv2dGeometry& g) {
-  return g.R == 1 && g.S == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 && g.pad_w == 0;
-}
 
 // y = conv(x, apack) where apack is the filter [K, CRS] packed in MR panels.
 template <typename S>
