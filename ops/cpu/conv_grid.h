@@ -93,11 +93,12 @@ inline int64_t stack_for(const GridLayout& one) {
   return std::clamp<int64_t>(ceil_div(kStackColumns, one.Hq * one.Wq), 1, 16);
 }
 
-// count (<= L.G) images x: [count, C, H, W] -> the grid, zeros everywhere
-// else (padding, missing images, margin, slack); f16 converted.
-template <typename T, typename S>
-void fill_grid(const GridLayout& L, const S* x, int64_t count, T* grid) {
-  const int64_t HW = L.H * L.W;
+// Fills the grid of `count` (<= L.G) images: row(img, c, h, dst, w0, sw)
+// writes the values of image row h of channel c at columns w0, w0 + sw, ...
+// (those < L.W) to dst[0], dst[1], ...; everything else (padding, missing
+// images, margin, slack) is zero.
+template <typename T, typename Row>
+void fill_grid_rows(const GridLayout& L, int64_t count, T* grid, Row&& row) {
   for (int64_t a = 0; a < L.sh; ++a)
     for (int64_t b = 0; b < L.sw; ++b)
       for (int64_t c = 0; c < L.C; ++c) {
@@ -105,26 +106,34 @@ void fill_grid(const GridLayout& L, const S* x, int64_t count, T* grid) {
         T* plane = grid + (L.slot[size_t(a * L.sw + b)] * L.C + c) * L.plane;
         // The plane's columns that hold pixels: padded column left + w = jj*sw + b.
         const int64_t w0 = std::max<int64_t>(0, ceil_div(std::max<int64_t>(0, L.left - b), L.sw) * L.sw + b - L.left);
+        const int64_t first = (L.left + w0) / L.sw, n = w0 < L.W ? ceil_div(L.W - w0, L.sw) : 0;
         for (int64_t i = 0; i < L.rows; ++i) {
           T* dst = plane + i * L.Wq;
           const int64_t prow = i * L.sh + a, img = prow / L.Hb, h = prow % L.Hb - L.top;
           if (img >= count || h < 0 || h >= L.H) {
-            std::memset(dst, 0, sizeof(T) * size_t(L.Wq));
+            std::memset(static_cast<void*>(dst), 0, sizeof(T) * size_t(L.Wq));
             continue;
           }
-          const S* src = x + (img * L.C + c) * HW + h * L.W;
-          if (L.sw == 1) {
-            std::memset(dst, 0, sizeof(T) * size_t(L.left));
-            copy_values(src, dst + L.left, L.W);
-            std::memset(dst + L.left + L.W, 0, sizeof(T) * size_t(L.Wq - L.left - L.W));
-            continue;
-          }
-          std::memset(dst, 0, sizeof(T) * size_t(L.Wq));
-          T* d = dst + (L.left + w0) / L.sw;
-          for (int64_t w = w0; w < L.W; w += L.sw) *d++ = convert_value<T>(src[w]);
+          std::memset(static_cast<void*>(dst), 0, sizeof(T) * size_t(first));
+          row(img, c, h, dst + first, w0, L.sw);
+          std::memset(static_cast<void*>(dst + first + n), 0, sizeof(T) * size_t(L.Wq - first - n));
         }
       }
-  std::memset(grid + L.slots * L.C * L.plane, 0, sizeof(T) * size_t(L.slack));
+  std::memset(static_cast<void*>(grid + L.slots * L.C * L.plane), 0, sizeof(T) * size_t(L.slack));
+}
+
+// count (<= L.G) images x: [count, C, H, W] -> the grid; f16 converted.
+template <typename T, typename S>
+void fill_grid(const GridLayout& L, const S* x, int64_t count, T* grid) {
+  const int64_t HW = L.H * L.W;
+  fill_grid_rows(L, count, grid, [&](int64_t img, int64_t c, int64_t h, T* dst, int64_t w0, int64_t sw) {
+    const S* src = x + (img * L.C + c) * HW + h * L.W;
+    if (sw == 1) {
+      copy_values(src + w0, dst, L.W - w0);
+      return;
+    }
+    for (int64_t w = w0; w < L.W; w += sw) *dst++ = convert_value<T>(src[w]);
+  });
 }
 
 // ------------------------------------------------------------- packing
