@@ -324,7 +324,7 @@ TEST_CASE("comm: one rank needs no sockets and its collectives are the identity"
   broadcast_now(*comm, t, 0, "x");
   comm->barrier("x");
   CHECK(t.to_double_vector() == std::vector<double>{2.5, 2.5, 2.5, 2.5});
-  CHECK_ERROR_HAS(comm->all_reduce(Tensor::zeros({3}, DType::i32), ReduceOp::sum, "x"), "f32, f16 or f64");
+  CHECK_ERROR_HAS(comm->all_reduce(Tensor::zeros({3}, DType::i32), ReduceOp::sum, "x"), "f32, f16, bf16 or f64");
 }
 
 // ------------------------------------------------------------ launch variables

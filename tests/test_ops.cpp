@@ -903,8 +903,8 @@ TEST_CASE("ops: errors name the op and the problem") {
   expect_error([&] { ops::add(a, b); }, "add: shapes differ: [2, 3] and [3, 2]");
   expect_error([&] { ops::add(a, Tensor::zeros({2, 3}, DType::f64)); }, "add: b is f64 but the input is f32");
   expect_error([&] { ops::add(Tensor(), a); }, "add: a is undefined");
-  expect_error([&] { ops::relu(Tensor::zeros({2}, DType::i64)); }, "relu: input must be f32, f64 or f16, got");
-  expect_error([&] { ops::sum(Tensor::zeros({2}, DType::u8)); }, "sum: input must be f32, f64 or f16, got");
+  expect_error([&] { ops::relu(Tensor::zeros({2}, DType::i64)); }, "relu: input must be f32, f64, f16 or bf16, got");
+  expect_error([&] { ops::sum(Tensor::zeros({2}, DType::u8)); }, "sum: input must be f32, f64, f16 or bf16, got");
   expect_error([&] { ops::cast(Tensor::zeros({2}, DType::i32), DType::f32); }, "cast: only between floating types");
   expect_error([&] { ops::reshape(a, {4, 2}); }, "reshape: cannot reshape [2, 3] to [4, 2]");
   expect_error([&] { ops::flatten(a, 5); }, "flatten: start_dim 5 out of range");

@@ -49,7 +49,7 @@ bool winograd_applies(const Conv2dGeometry& g);
 void run_conv_forward(const Conv2dGeometry& g, DType dt, const std::function<void()>& gemm,
                       const std::function<void()>& winograd);
 
-// y = conv(x, w) by F(2x2, 3x3); S is the storage type (f16, f32, f64).
+// y = conv(x, w) by F(2x2, 3x3); S is the storage type (f16, bf16, f32, f64).
 //   x: [N, C, H, W]   w: [K, C, 3, 3]   y: [N, K, P, Q]
 template <typename S>
 void conv_forward_winograd(const Conv2dGeometry& g, const S* x, const S* w, S* y);
