@@ -214,7 +214,7 @@ class Reader {
       tensor_error(name, cat("dtype ", shown(dtype.as_string()),
                              " is not supported (ember reads F32, F64, F16, BF16, I32, I64, U8)"));
     e.dtype = info->dtype;
-    const char* stored = info->name;
+    const char* stored = e.dtype == DType::bf16 ? "BF16" : dtype_name(e.dtype);  // as the messages always said
     const uint64_t element_bytes = uint64_t(dtype_size(e.dtype));
 
     const json::Value& shape = field(name, value, "shape");
