@@ -71,7 +71,8 @@ __attribute__((target("avx512f"))) inline __m256i round16_avx512(__m512i x) {
   const __m512i quiet = _mm512_or_si512(x, _mm512_set1_epi32(0x400000));
   const __mmask16 is_nan =
       _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
-  return _mm512_maskz_cvtepi32_epi16(0xffff, _mm512_maskz_srli_epi32(0xffff, _mm512_mask_blend_epi32(is_nan, rounded, quiet), 16));
+  const __m512i picked = _mm512_mask_blend_epi32(is_nan, rounded, quiet);
+  return _mm512_maskz_cvtepi32_epi16(0xffff, _mm512_maskz_srli_epi32(0xffff, picked, 16));
 }
 __attribute__((target("avx512f"))) void from_float_avx512(const float* src, uint16_t* dst, size_t n) {
   size_t i = 0;
@@ -82,7 +83,8 @@ __attribute__((target("avx512f"))) void from_float_avx512(const float* src, uint
 __attribute__((target("avx512f"))) void to_float_avx512(const uint16_t* src, float* dst, size_t n) {
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m512i w = _mm512_maskz_cvtepu16_epi32(0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+    const __m512i w = _mm512_maskz_cvtepu16_epi32(0xffff, h);
     _mm512_storeu_si512(dst + i, _mm512_maskz_slli_epi32(0xffff, w, 16));
   }
   to_float_scalar(src + i, dst + i, n - i);

@@ -11,8 +11,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
-#include <ios>
 #include <limits>
 #include <string>
 #include <vector>
@@ -38,6 +38,12 @@ uint32_t to_bits(float f) {
   uint32_t b;
   std::memcpy(&b, &f, 4);
   return b;
+}
+
+std::string hex(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%x", unsigned(v));
+  return buf;
 }
 
 bool bf16_is_nan(uint16_t h) { return (h & 0x7f80) == 0x7f80 && (h & 0x007f) != 0; }
@@ -103,11 +109,11 @@ TEST_CASE("bf16: the scalar conversion rounds to the nearest bf16, ties to even;
       ++nans;
       // A quiet NaN (the quiet bit set) of the same sign, never inf, whatever the payload.
       const bool ok = bf16_is_nan(got) && (got & 0x0040) && (got & 0x8000) == ((b >> 16) & 0x8000);
-      if (!ok && bad++ < 5) MESSAGE("NaN 0x" << std::hex << b << " -> 0x" << got);
+      if (!ok && bad++ < 5) MESSAGE((std::string("NaN ") + hex(b) + " -> " + hex(got)));
       continue;
     }
     const uint16_t want = reference_bf16(f);
-    if (got != want && bad++ < 5) MESSAGE("0x" << std::hex << b << " -> 0x" << got << ", nearest is 0x" << want);
+    if (got != want && bad++ < 5) MESSAGE((hex(b) + " -> " + hex(got) + ", nearest is " + hex(want)));
   }
   CHECK(bad == 0);
   CHECK(nans > 1000);
@@ -171,7 +177,7 @@ TEST_CASE("bf16: every bulk conversion path gives the scalar routine's bits (all
   for (Bf16Path p : kBf16Paths) {
     CAPTURE(bf16_path_name(p));
     if (!bf16_path_available(p)) {
-      MESSAGE("bf16 path " << bf16_path_name(p) << " is not available on this CPU");
+      MESSAGE((std::string("bf16 path ") + bf16_path_name(p) + " is not available on this CPU"));
       continue;
     }
     ++paths;
@@ -181,11 +187,11 @@ TEST_CASE("bf16: every bulk conversion path gives the scalar routine's bits (all
     int64_t bad = 0;
     for (size_t i = 0; i < src.size(); ++i)
       if (got[i] != want[i] && bad++ < 5)
-        MESSAGE(bf16_path_name(p) << ": 0x" << std::hex << patterns[i] << " -> 0x" << got[i] << ", scalar 0x"
-                                  << want[i]);
+        MESSAGE((std::string(bf16_path_name(p)) + ": " + hex(patterns[i]) + " -> " + hex(got[i]) + ", scalar " +
+                hex(want[i])));
     CHECK(bad == 0);
     for (size_t off : {size_t(1), size_t(3), size_t(17)})
-      for (size_t len : {size_t(0), size_t(1), size_t(15), size_t(16), size_t(17), size_t(31), size_t(33), size_t(1000)}) {
+      for (size_t len : {0, 1, 15, 16, 17, 31, 33, 1000}) {
         std::vector<uint16_t> part(len + 1, 0xbeef);
         float_to_bf16_n(p, src.data() + off, part.data(), len);
         for (size_t i = 0; i < len; ++i) CHECK(part[i] == want[off + i]);
@@ -201,7 +207,7 @@ TEST_CASE("bf16: every bulk conversion path gives the scalar routine's bits (all
     CHECK(wide[all.size()] == -7.0f);
   }
   CHECK(paths >= 1);
-  MESSAGE("bf16 conversions in use: " << bf16_path_name(bf16_best_path()));
+  MESSAGE((std::string("bf16 conversions in use: ") + bf16_path_name(bf16_best_path())));
   // The default converters are the best path.
   std::vector<uint16_t> def(src.size());
   float_to_bf16_n(src.data(), def.data(), src.size());

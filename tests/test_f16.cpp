@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "engine/bfloat16.h"
@@ -84,6 +85,35 @@ int count_mismatches(const std::vector<double>& got, const std::vector<double>& 
   return bad;
 }
 
+// got holds H values, each of which must be ONE rounding to nearest of the
+// matching want (an f32 or exact result): within half an ulp of H at want's
+// magnitude, plus `noise` times max(1, max |want|) for f32 summation-order
+// differences between the two computations. Truncating, or rounding twice,
+// misses by up to a whole ulp on many elements. Returns the number of misses.
+template <typename H>
+int count_not_one_rounding(const std::vector<double>& got, const std::vector<double>& want, double noise,
+                           const std::string& what) {
+  REQUIRE(got.size() == want.size());
+  constexpr int mantissa = std::is_same_v<H, f16> ? 10 : 7, min_exp = std::is_same_v<H, f16> ? -14 : -126;
+  double scale = 1;
+  for (double w : want) scale = std::max(scale, std::fabs(w));
+  int bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double w = want[i];
+    if (std::isnan(w) || std::isinf(w) || std::isnan(got[i])) {
+      bad += !(std::isnan(w) ? std::isnan(got[i]) : got[i] == w);
+      continue;
+    }
+    const int e = w == 0 ? min_exp : std::max(min_exp, std::ilogb(w));
+    const double half_ulp = std::ldexp(1.0, e - mantissa - 1);
+    if (!(std::fabs(got[i] - w) <= half_ulp * (1 + 1e-9) + noise * scale)) {
+      if (bad < 3) MESSAGE(what << " element " << i << ": " << got[i] << " is not one rounding of " << w);
+      ++bad;
+    }
+  }
+  return bad;
+}
+
 const Kernels& cpu_table() { return cpu_kernels(); }
 
 struct GemmCase {
@@ -113,6 +143,7 @@ void check_gemm(const GemmCase& c, uint64_t seed) {
     for (int64_t j = c.N; j < ldc; ++j) CHECK(out[1][size_t(r * ldc + j)] == c0[size_t(r * ldc + j)]);
   // Each output is one 16-bit rounding of the f32 result (plus f32 ordering noise).
   CHECK(count_mismatches(out[1], out[0], 1e-3 * kTol<H>, 1e-4 * kTol<H>, "gemm") == 0);
+  CHECK(count_not_one_rounding<H>(out[1], out[0], 1e-6, "gemm") == 0);
 }
 
 }  // namespace
@@ -187,10 +218,12 @@ TEST_CASE_TEMPLATE("f16/bf16: chunked GEMMs with 16-bit weights match a double r
           }
         const double rtol = ct == kHalf<T16> ? 1e-3 * kTol<T16> : 1e-5;  // one 16-bit rounding, or none
         CHECK(count_mismatches(got, want, rtol, 1e-5, "gemm_f16a_chunked") == 0);
+        if (ct == kHalf<T16>) CHECK(count_not_one_rounding<T16>(got, want, 1e-5, "gemm_f16a_chunked") == 0);
       }
   // acc += A B^T over an inner dimension cut into three chunks, on top of what acc held.
   const int64_t M = 1000, N = 100, K = 600, lda = K + 1, ldb = K + 5;
-  const auto a = f16_values<T16>(M * lda, seed++), b = f16_values<T16>(N * ldb, seed++), acc0 = f16_values(M * N, seed++);
+  const auto a = f16_values<T16>(M * lda, seed++), b = f16_values<T16>(N * ldb, seed++);
+  const auto acc0 = f16_values(M * N, seed++);
   std::vector<double> want = acc0;
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j)
@@ -240,6 +273,9 @@ TEST_CASE_TEMPLATE("f16/bf16: convolutions match f32 on every path", T16, f16, b
     CHECK(count_mismatches(fwd[1], fwd[0], rtol, atol, "conv forward") == 0);
     CHECK(count_mismatches(bwd_data[1], bwd_data[0], rtol, atol, "conv backward data") == 0);
     CHECK(count_mismatches(bwd_filter[1], bwd_filter[0], rtol, atol, "conv backward filter") == 0);
+    CHECK(count_not_one_rounding<T16>(fwd[1], fwd[0], 1e-5, "conv forward") == 0);
+    CHECK(count_not_one_rounding<T16>(bwd_data[1], bwd_data[0], 1e-5, "conv backward data") == 0);
+    CHECK(count_not_one_rounding<T16>(bwd_filter[1], bwd_filter[0], 1e-5, "conv backward filter") == 0);
   }
 }
 
@@ -334,8 +370,10 @@ TEST_CASE_TEMPLATE("f16/bf16: im2col/col2im, elementwise, bias, pooling and loss
     res[i][4] = v;
   }
   const char* names[5] = {"add", "axpby", "relu_forward", "relu_backward", "bias_add/backward"};
-  for (int k = 0; k < 5; ++k)
+  for (int k = 0; k < 5; ++k) {
     CHECK(count_mismatches(res[1][k], res[0][k], 1e-3 * kTol<T16>, 1e-6 * kTol<T16>, names[k]) == 0);
+    CHECK(count_not_one_rounding<T16>(res[1][k], res[0][k], 1e-7, names[k]) == 0);
+  }
   CHECK(res[1][2] == res[0][2]);  // relu is exact
   CHECK(res[1][3] == res[0][3]);
 
@@ -460,7 +498,8 @@ TEST_CASE_TEMPLATE("f16/bf16: sum propagates inf and NaN, argmax, normalize_u8, 
   for (bool nesterov : {false, true}) {
     std::vector<double> res[2];
     for (DType dt : {DType::f32, kH}) {
-      Tensor w = Tensor::from_vector(f16_values<T16>(3000, 60), {3000}, dt), gr = Tensor::from_vector(f16_values<T16>(3000, 61), {3000}, dt);
+      Tensor w = Tensor::from_vector(f16_values<T16>(3000, 60), {3000}, dt);
+      Tensor gr = Tensor::from_vector(f16_values<T16>(3000, 61), {3000}, dt);
       Tensor buf = Tensor::empty({3000}, dt);
       SgdParams p;
       p.lr = 0.1, p.momentum = 0.9, p.weight_decay = 1e-4, p.nesterov = nesterov, p.first_step = true, p.grad_scale = 0.5;
@@ -476,7 +515,7 @@ TEST_CASE_TEMPLATE("f16/bf16: sum propagates inf and NaN, argmax, normalize_u8, 
   }
 }
 
-TEST_CASE_TEMPLATE("f16/bf16: ops accept 16-bit tensors, batch norm mixes f32 parameters, other mixes are errors naming the op",
+TEST_CASE_TEMPLATE("f16/bf16: ops accept 16-bit tensors, batch norm mixes f32 parameters, other mixes are errors",
                    T16, f16, bf16) {
   constexpr DType kH = kHalf<T16>;
   const std::string name = dtype_name(kH);

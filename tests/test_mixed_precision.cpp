@@ -187,7 +187,7 @@ TEST_CASE_TEMPLATE("SGD with f16/bf16 parameters: a gradient with inf or NaN ski
   CHECK(opt.gradients_finite());
 }
 
-TEST_CASE_TEMPLATE("convert_to_half: conv/fc weights become f16/bf16, batch norm stays f32, masters are exact; restore_f32 inverts",
+TEST_CASE_TEMPLATE("convert_to_half: conv/fc weights become f16/bf16, batch norm stays f32, exact masters; restore_f32 inverts",
                    H, f16, bf16) {
   const net::ResNetConfig cfg = resnet8_config();
   Generator gen(3);

@@ -102,9 +102,10 @@ void check_f16(const std::vector<double>& got, const std::vector<double>& want, 
       ok = std::abs(g - w) <= rel * std::abs(w) + abs_tol;
     if (!ok && bad++ == 0) first = i;
   }
-  CHECK_MESSAGE(bad == 0, what << ": " << bad << " of " << got.size() << " values differ; first at " << first
-                               << " (cuda " << dtype_name(kHalf<H>) << " " << (bad ? got[first] : 0.0) << ", cpu f32 "
-                               << (bad ? want[first] : 0.0) << ")");
+  CHECK_MESSAGE(bad == 0, std::string(what) << ": " << bad << " of " << got.size() << " values differ; first at "
+                                           << first << " (cuda " << std::string(dtype_name(kHalf<H>)) << " "
+                                           << (bad ? got[first] : 0.0) << ", cpu f32 " << (bad ? want[first] : 0.0)
+                                           << ")");
 }
 
 // The same, with the tolerance tol (f16's: times kTol<H>) times the result's
@@ -132,7 +133,8 @@ Pair pair32(const std::vector<double>& v) { return Pair{dev(v, kF), host(v, kF)}
 
 // ------------------------------------------------------- memory, elementwise
 
-TEST_CASE_TEMPLATE("cuda f16/bf16: fill, cast, add, axpby, relu, bias_add, bias_backward vs the CPU in f32", T16, f16, bf16) {
+TEST_CASE_TEMPLATE("cuda f16/bf16: fill, cast, add, axpby, relu, bias_add, bias_backward vs the CPU in f32", T16, f16,
+                   bf16) {
   if (!cuda_available()) return;
   constexpr DType kH = kHalf<T16>;
   const auto& K = cuda_table();
@@ -441,24 +443,28 @@ TEST_CASE_TEMPLATE("cuda f16/bf16: max pooling (argmax exact) and adaptive avera
   K.max_pool2d_backward(kH, g, X.dp(), Y.dp(), GY.dp(), static_cast<const int32_t*>(ad.raw_data()), GX.dp(), s);
   C.max_pool2d_backward(kF, g, X.cp(), Y.cp(), GY.cp(), static_cast<const int32_t*>(ac.raw_data()), GX.cp(),
                         nullptr);
-  check_f16<T16>(GX.d.to_double_vector(), GX.c.to_double_vector(), kHalfRel<T16>, 1e-6 * kTol<T16>, "max_pool2d_backward");
+  check_f16<T16>(GX.d.to_double_vector(), GX.c.to_double_vector(), kHalfRel<T16>, 1e-6 * kTol<T16>,
+               "max_pool2d_backward");
 
   const int64_t planes = 5, H = 7, W = 9, OH = 3, OW = 4;
   const Pair AX = pair<T16>(hvalues<T16>(planes * H * W, 72));
   Pair AY = pair<T16>(filled(planes * OH * OW, 9.0));
   K.adaptive_avg_pool2d_forward(kH, AX.dp(), AY.dp(), planes, H, W, OH, OW, s);
   C.adaptive_avg_pool2d_forward(kF, AX.cp(), AY.cp(), planes, H, W, OH, OW, nullptr);
-  check_f16<T16>(AY.d.to_double_vector(), AY.c.to_double_vector(), kHalfRel<T16>, 1e-5 * kTol<T16>, "adaptive_avg_pool2d_forward");
+  check_f16<T16>(AY.d.to_double_vector(), AY.c.to_double_vector(), kHalfRel<T16>, 1e-5 * kTol<T16>,
+               "adaptive_avg_pool2d_forward");
   const Pair AGY = pair<T16>(hvalues<T16>(planes * OH * OW, 73));
   Pair AGX = pair<T16>(filled(planes * H * W, 9.0));
   K.adaptive_avg_pool2d_backward(kH, AGY.dp(), AGX.dp(), planes, H, W, OH, OW, s);
   C.adaptive_avg_pool2d_backward(kF, AGY.cp(), AGX.cp(), planes, H, W, OH, OW, nullptr);
-  check_f16<T16>(AGX.d.to_double_vector(), AGX.c.to_double_vector(), kHalfRel<T16>, 1e-5 * kTol<T16>, "adaptive_avg_pool2d_backward");
+  check_f16<T16>(AGX.d.to_double_vector(), AGX.c.to_double_vector(), kHalfRel<T16>, 1e-5 * kTol<T16>,
+               "adaptive_avg_pool2d_backward");
 }
 
 // ------------------------------------------------------------------ loss
 
-TEST_CASE_TEMPLATE("cuda f16/bf16: softmax cross-entropy with 16-bit logits, f32 losses/probs/grad_loss", T16, f16, bf16) {
+TEST_CASE_TEMPLATE("cuda f16/bf16: softmax cross-entropy with 16-bit logits, f32 losses/probs/grad_loss", T16, f16,
+                   bf16) {
   if (!cuda_available()) return;
   constexpr DType kH = kHalf<T16>;
   const int64_t cases[][2] = {{37, 33}, {2, 1500}};  // warp per row, block per row
@@ -486,7 +492,8 @@ TEST_CASE_TEMPLATE("cuda f16/bf16: softmax cross-entropy with 16-bit logits, f32
                                                 0.1, cuda_stream());
     cpu_table().softmax_cross_entropy_backward(kF, probs.cp(), lcp, gl.cp(), 1.0 / double(N), GL.cp(), N, classes,
                                                0.1, nullptr);
-    check_f16<T16>(GL.d.to_double_vector(), GL.c.to_double_vector(), kHalfRel<T16>, 1e-7 * kTol<T16>, "glogits (16-bit)");
+    check_f16<T16>(GL.d.to_double_vector(), GL.c.to_double_vector(), kHalfRel<T16>, 1e-7 * kTol<T16>,
+                 "glogits (16-bit)");
   }
 }
 
