@@ -12,7 +12,7 @@
 // every tensor is loaded except the head (--head-prefix, "fc."), which is
 // replaced by a fresh one with the data's classes. Everything else is
 // train_resnet's flow (apps/common/train_program.h): the same data flags,
-// fp16, --gpus, data-parallel workers, checkpoints and --load-epoch.
+// fp16/bf16, --gpus, data-parallel workers, checkpoints and --load-epoch.
 #include "apps/common/distributed.h"
 #include "apps/common/input_norm.h"
 #include "apps/common/nccl_factory.h"

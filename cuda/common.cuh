@@ -4,7 +4,7 @@
 //   nvcc -c file.cu                      a real CUDA object
 //   g++ -x c++ -DEMBER_CUDASIM file.cu   the CPU emulator (cuda/sim), for tests
 // so kernels use only what both understand: CUDA's own headers (which g++
-// reads fine: dim3, __half and its host conversions), the sim header that
+// reads fine: dim3, __half, __nv_bfloat16 and their host conversions), the sim header that
 // then redefines what host compilation erases (__shared__, threadIdx,
 // __syncthreads, warp shuffles, atomics, ...), and one launch helper.
 //
@@ -13,6 +13,7 @@
 // - dynamic shared memory only through EMBER_DYNAMIC_SHARED;
 // - no __CUDA_ARCH__ branches and no inline PTX.
 #pragma once
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -65,12 +66,14 @@ inline cudaStream_t as_cuda_stream(void* s) { return static_cast<cudaStream_t>(s
 
 // ------------------------------------------------- storage / compute types
 // Mixed precision (ops/kernels.h): a kernel is templated on its STORAGE type
-// T (float, double or __half) and does its arithmetic in compute_t<T>: T
-// itself for f32/f64, float for f16. Batch-norm parameters and statistics,
-// losses, probabilities and grad_loss are compute_t<T> too (f32 with f16
-// data). Loads convert with to_compute(), stores round once with
-// to_storage<T>(); for f32/f64 both are the identity, so those kernels keep
-// their exact arithmetic (and bits).
+// T (float, double, __half or __nv_bfloat16) and does its arithmetic in
+// compute_t<T>: T itself for f32/f64, float for f16 and bf16. Batch-norm
+// parameters and statistics, losses, probabilities and grad_loss are
+// compute_t<T> too (f32 with 16-bit data). Loads convert with to_compute(),
+// stores round once with to_storage<T>(); for f32/f64 both are the identity,
+// so those kernels keep their exact arithmetic (and bits). (A NaN stored as
+// bf16 becomes CUDA's canonical NaN 0x7fff, where the CPU keeps the sign and
+// top payload bits: both are quiet NaNs; every other value has the same bits.)
 template <typename T>
 struct ComputeType {
   using type = T;
@@ -79,13 +82,17 @@ template <>
 struct ComputeType<__half> {
   using type = float;
 };
+template <>
+struct ComputeType<__nv_bfloat16> {
+  using type = float;
+};
 template <typename T>
 using compute_t = typename ComputeType<T>::type;
 
 // double -> float rounded to odd: of the two floats bracketing d, the one
 // nearer zero, with its last bit set when d was not exact (out-of-range
 // values become +-inf, as a plain conversion does). Narrowing a double this
-// way and then rounding the float to half is one correct rounding of d.
+// way and then rounding the float to half or bfloat16 is one correct rounding of d.
 __host__ __device__ __forceinline__ float double_to_float_odd(double d) {
   float f = static_cast<float>(d);
   const double fd = static_cast<double>(f);
@@ -104,6 +111,7 @@ __host__ __device__ __forceinline__ T to_compute(T v) {
   return v;
 }
 __host__ __device__ __forceinline__ float to_compute(__half v) { return __half2float(v); }
+__host__ __device__ __forceinline__ float to_compute(__nv_bfloat16 v) { return __bfloat162float(v); }
 
 // A computed value (float or double) stored as T, rounded once.
 template <typename T, typename V>
@@ -113,12 +121,17 @@ __host__ __device__ __forceinline__ T to_storage(V v) {
       return __float2half_rn(double_to_float_odd(v));
     else
       return __float2half_rn(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if constexpr (std::is_same_v<V, double>)
+      return __float2bfloat16_rn(double_to_float_odd(v));
+    else
+      return __float2bfloat16_rn(static_cast<float>(v));
   } else {
     return static_cast<T>(v);
   }
 }
 
-// Calls f(T{}) with the storage type T = float, double or __half for dt; any
+// Calls f(T{}) with the storage type T = float, double, __half or __nv_bfloat16 for dt; any
 // other dtype is an error naming the kernel (launchers of mixed-precision
 // kernels use this; they compute in compute_t<T>).
 template <typename F>
@@ -127,6 +140,7 @@ void dispatch_float_half(DType dt, const char* kernel, F&& f) {
     case DType::f32: f(float{}); break;
     case DType::f64: f(double{}); break;
     case DType::f16: f(__half{}); break;
+    case DType::bf16: f(__nv_bfloat16{}); break;
     default: ::ember::fail(::ember::cat("cuda ", kernel, ": unsupported dtype ", dtype_name(dt)));
   }
 }

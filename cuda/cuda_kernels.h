@@ -6,8 +6,8 @@
 // compiled by g++ with EMBER_CUDASIM, the "cuda-sim" table).
 //
 // Kernels support f32, f64 (which keeps the gradient checks exact on the
-// emulator and on GPUs) and f16 (f16 storage, f32 arithmetic: compute_t in
-// cuda/common.cuh); fill takes every dtype. A kernel given another dtype
+// emulator and on GPUs), f16 and bf16 (__half / __nv_bfloat16 storage, f32
+// arithmetic: compute_t in cuda/common.cuh); fill takes every dtype. A kernel given another dtype
 // throws ember::Error from the launcher.
 #pragma once
 #include "engine/error.h"

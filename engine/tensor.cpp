@@ -2,6 +2,7 @@
 #include "engine/tensor.h"
 
 #include "engine/autograd.h"
+#include "engine/bfloat16.h"
 #include "engine/half.h"
 
 namespace ember {
@@ -16,6 +17,7 @@ void store_as(void* base, DType t, size_t i, double v) {
     case DType::i32: static_cast<int32_t*>(base)[i] = int32_t(v); break;
     case DType::i64: static_cast<int64_t*>(base)[i] = int64_t(v); break;
     case DType::u8: static_cast<uint8_t*>(base)[i] = uint8_t(v); break;
+    case DType::bf16: static_cast<uint16_t*>(base)[i] = double_to_bf16(v); break;
   }
 }
 
@@ -27,6 +29,7 @@ double load_as_double(const void* base, DType t, size_t i) {
     case DType::i32: return static_cast<const int32_t*>(base)[i];
     case DType::i64: return double(static_cast<const int64_t*>(base)[i]);
     case DType::u8: return static_cast<const uint8_t*>(base)[i];
+    case DType::bf16: return bf16_to_float(static_cast<const uint16_t*>(base)[i]);
   }
   return 0;
 }

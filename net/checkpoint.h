@@ -21,7 +21,7 @@ std::string checkpoint_path(const std::string& prefix, int epoch);
 std::string optimizer_state_path(const std::string& prefix, int epoch);
 
 // Saves the model's state() (copied to the host) with string metadata.
-// `masters` (SGD::masters() in fp16 training) replace the f16 parameters of
+// `masters` (SGD::masters() in fp16/bf16 training) replace the 16-bit parameters of
 // the same names, so the file holds f32 weights either way.
 void save_model(const std::string& path, Module& model, const std::map<std::string, std::string>& metadata = {},
                 const std::vector<std::pair<std::string, Tensor>>& masters = {});

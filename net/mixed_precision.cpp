@@ -1,4 +1,4 @@
-// net/mixed_precision.cpp — f16 model conversion and the dynamic loss scaler
+// net/mixed_precision.cpp — f16/bf16 model conversion and the dynamic loss scaler
 // (net/mixed_precision.h).
 #include "net/mixed_precision.h"
 
@@ -11,13 +11,14 @@
 
 namespace ember::net {
 
-std::vector<std::pair<std::string, Tensor>> convert_to_half(Module& model) {
+std::vector<std::pair<std::string, Tensor>> convert_to_half(Module& model, DType half_dtype) {
+  EMBER_CHECK(is_16bit_float(half_dtype), "convert_to_half: f16 or bf16, not ", dtype_name(half_dtype));
   NoGradGuard no_grad;
   std::vector<std::pair<std::string, Tensor>> masters;
   for (NamedParameter& p : model.named_parameters()) {
     Tensor& t = *p.tensor;
     if (p.keep_f32 || t.dtype() != DType::f32) continue;
-    Tensor half = ops::cast(t, DType::f16);
+    Tensor half = ops::cast(t, half_dtype);
     half.set_requires_grad(true);
     Tensor master = t;  // the f32 tensor itself: exact masters
     t = half;

@@ -1,17 +1,20 @@
-// net/mixed_precision.h — fp16 training with f32 master weights: converting
-// a model to f16, and the dynamic loss scaler.
+// net/mixed_precision.h — fp16 and bf16 training with f32 master weights:
+// converting a model to a 16-bit type, and the dynamic loss scaler.
 //
 // The recipe (NVIDIA's "mixed precision training", PyTorch's GradScaler):
-//   * weights and activations are stored in f16 (conv, linear); batch-norm
-//     parameters, statistics, the loss and softmax stay f32; kernels
-//     accumulate in f32 (ops/kernels.h);
-//   * the optimizer (net/sgd.h) keeps an f32 master copy of every f16
+//   * weights and activations are stored in f16 or bf16 (conv, linear);
+//     batch-norm parameters, statistics, the loss and softmax stay f32;
+//     kernels accumulate in f32 (ops/kernels.h);
+//   * the optimizer (net/sgd.h) keeps an f32 master copy of every 16-bit
 //     parameter and its momentum in f32, updates the master and writes the
-//     f16 copy after each step; checkpoints hold the masters;
-//   * the loss is multiplied by a scale S before backward so small gradients
-//     survive f16; the optimizer divides by S. A step whose gradients hold an
-//     inf or NaN is skipped and S halves; after `window` clean steps in a row
-//     S doubles.
+//     16-bit copy after each step; checkpoints hold the masters;
+//   * fp16 only: the loss is multiplied by a scale S before backward so small
+//     gradients survive f16; the optimizer divides by S. A step whose
+//     gradients hold an inf or NaN is skipped and S halves; after `window`
+//     clean steps in a row S doubles.
+//   * bf16 has f32's exponent range, so it needs no loss scale (PyTorch's
+//     autocast to bfloat16 uses none): fit() runs it with a fixed scale of
+//     1, which still skips and counts a step with inf/NaN gradients.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -24,11 +27,12 @@ namespace ember::net {
 
 using Masters = std::vector<std::pair<std::string, Tensor>>;
 
-// Converts every parameter of the model that is not keep_f32 to f16, in
-// place (gradients dropped). Returns the f32 tensors they had, by parameter
-// name: the exact master weights for the optimizer. Parameters already f16
-// are left alone (their masters are then cast from f16 by the optimizer).
-std::vector<std::pair<std::string, Tensor>> convert_to_half(Module& model);
+// Converts every f32 parameter of the model that is not keep_f32 to `half`
+// (f16 or bf16), in place (gradients dropped). Returns the f32 tensors they
+// had, by parameter name: the exact master weights for the optimizer.
+// Parameters that are not f32 are left alone (the masters of 16-bit ones are
+// then cast by the optimizer).
+std::vector<std::pair<std::string, Tensor>> convert_to_half(Module& model, DType half = DType::f16);
 
 // Copies f32 master weights back into the model's parameters, converting the
 // parameters to f32 (the inverse of convert_to_half).

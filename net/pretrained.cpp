@@ -57,7 +57,6 @@ PretrainedReport load_pretrained(const SafetensorsFile& file, const std::string&
   std::vector<std::string> missing, unexpected, mismatched, bad_dtype;
   std::set<std::string> expected;
   std::set<std::string> converted_from;
-  const std::set<std::string> bf16(file.widened_bf16.begin(), file.widened_bf16.end());
   std::vector<std::pair<Tensor*, const Tensor*>> copies;
   std::vector<Tensor*> zeroed;  // counters the file lacks: 0, as PyTorch's BatchNorm loads old files
   for (auto& [name, t] : model.state()) {
@@ -83,10 +82,7 @@ PretrainedReport load_pretrained(const SafetensorsFile& file, const std::string&
       bad_dtype.push_back(cat(name, " (file ", dtype_name(src.dtype()), ", model ", dtype_name(t->dtype()), ")"));
       continue;
     }
-    const bool was_bf16 = bf16.count(report.stripped_module_prefix ? "module." + name : name) > 0;
-    if (src.dtype() != t->dtype() || was_bf16)
-      converted_from.insert(was_bf16 ? "BF16" : safetensors_dtype_name(src.dtype()));
-    if (was_bf16 && src.dtype() == t->dtype()) ++report.converted;  // widened by the parser, copied as it is
+    if (src.dtype() != t->dtype()) converted_from.insert(safetensors_dtype_name(src.dtype()));
     copies.emplace_back(t, &src);
   }
   for (const auto& [name, t] : by_name) {

@@ -139,7 +139,7 @@ ResNet::ResNet(const ResNetConfig& cfg, Generator& gen) : config_(cfg) {
 
 Tensor ResNet::forward(const Tensor& input) {
   Tensor x = input;
-  // The stem's weight says the compute dtype (f16 after net::convert_to_half).
+  // The stem's weight says the compute dtype (f16 or bf16 after net::convert_to_half).
   if (x.dtype() == DType::u8) x = ops::normalize_u8(x, config_.input_norm, conv1->weight.dtype());
   x = bn1->forward_relu((*conv1)(x));
   if (maxpool) x = (*maxpool)(x);

@@ -20,11 +20,11 @@ namespace {
 struct DTypeInfo {
   DType dtype;
   const char* name;
-  int rank;  // the reference writer puts higher ranks first (its Dtype enum order)
+  int rank;  // the reference writer puts higher ranks first (its Dtype enum order: ... F16, BF16, I32, ...)
 };
 constexpr DTypeInfo kDTypes[] = {
-    {DType::i64, "I64", 5}, {DType::f64, "F64", 4}, {DType::f32, "F32", 3},
-    {DType::i32, "I32", 2}, {DType::f16, "F16", 1}, {DType::u8, "U8", 0},
+    {DType::i64, "I64", 6}, {DType::f64, "F64", 5},  {DType::f32, "F32", 4}, {DType::i32, "I32", 3},
+    {DType::bf16, "BF16", 2}, {DType::f16, "F16", 1}, {DType::u8, "U8", 0},
 };
 
 const DTypeInfo& info_of(DType t) {
@@ -113,7 +113,6 @@ struct Source {
 struct Entry {
   std::string name;
   DType dtype = DType::f32;
-  bool bf16 = false;  // stored as BF16 (2 bytes each), read as f32
   std::vector<int64_t> dims;
   uint64_t begin = 0, end = 0;
 };
@@ -168,10 +167,7 @@ class Reader {
       } catch (const std::bad_alloc&) {
         error(cat("tensor ", shown(e.name), ": cannot allocate ", e.end - e.begin, " bytes"));
       }
-      if (e.bf16) {
-        widen_bf16(e, t);
-        out.widened_bf16.push_back(e.name);
-      } else if (e.end > e.begin) {
+      if (e.end > e.begin) {
         src_.read(data_start_ + e.begin, t.raw_data(), size_t(e.end - e.begin));
       }
       out.tensors.emplace_back(e.name, std::move(t));
@@ -214,13 +210,12 @@ class Reader {
     const DTypeInfo* info = nullptr;
     for (const DTypeInfo& d : kDTypes)
       if (dtype.as_string() == d.name) info = &d;
-    e.bf16 = dtype.as_string() == "BF16";
-    if (!info && !e.bf16)
+    if (!info)
       tensor_error(name, cat("dtype ", shown(dtype.as_string()),
-                             " is not supported (ember reads F32, F64, F16, BF16 (as F32), I32, I64, U8)"));
-    e.dtype = e.bf16 ? DType::f32 : info->dtype;
-    const char* stored = e.bf16 ? "BF16" : dtype_name(e.dtype);
-    const uint64_t element_bytes = e.bf16 ? 2 : uint64_t(dtype_size(e.dtype));
+                             " is not supported (ember reads F32, F64, F16, BF16, I32, I64, U8)"));
+    e.dtype = info->dtype;
+    const char* stored = e.dtype == DType::bf16 ? "BF16" : dtype_name(e.dtype);  // as the messages always said
+    const uint64_t element_bytes = uint64_t(dtype_size(e.dtype));
 
     const json::Value& shape = field(name, value, "shape");
     if (!shape.is_array()) tensor_error(name, cat("\"shape\" is a JSON ", json::type_name(shape.type()), ", not an array"));
@@ -256,15 +251,6 @@ class Reader {
       tensor_error(name, cat(shown, " hold ", e.end - e.begin, " bytes, shape ", dims_str(e.dims), " ",
                              stored, " needs ", nbytes));
     return e;
-  }
-
-  // BF16 is the top half of an f32: widening is exact (NaN payloads kept).
-  void widen_bf16(const Entry& e, Tensor& t) const {
-    const size_t n = size_t(t.numel());
-    std::vector<uint16_t> half(n);
-    if (n > 0) src_.read(data_start_ + e.begin, half.data(), n * 2);
-    uint32_t* out = static_cast<uint32_t*>(t.raw_data());
-    for (size_t i = 0; i < n; ++i) out[i] = uint32_t(half[i]) << 16;
   }
 
   // The tensors must tile the data section exactly, as the reference reader requires.

@@ -8,7 +8,6 @@
 // sorted by descending dtype alignment, then by name; compact JSON) and
 // written with write_file_atomic, so PyTorch/timm read them as they are.
 //
-// Reading also accepts BF16 tensors, widened to f32 (writing never makes them).
 // Loading treats the file as untrusted: every length and offset is checked
 // before it is used, and the data section must be covered exactly by the
 // tensors (no gaps, no overlaps), as the reference reader requires. Errors
@@ -32,16 +31,14 @@ constexpr uint64_t kSafetensorsMaxHeader = 100'000'000;
 
 // Writes tensors (any device; copied to the host) and string metadata.
 // Names must be unique and not "__metadata__". dtypes: f32 F32, f64 F64,
-// f16 F16, i32 I32, i64 I64, u8 U8.
+// f16 F16, bf16 BF16, i32 I32, i64 I64, u8 U8; reading gives the same
+// dtypes back (a BF16 tensor of timm or Hugging Face is a bf16 tensor).
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
 struct SafetensorsFile {
   std::vector<std::pair<std::string, Tensor>> tensors;  // CPU tensors, in header order
   std::map<std::string, std::string> metadata;
-  // Tensors stored as BF16 (timm, Hugging Face): ember has no bf16 type, so
-  // they are read as f32 (exactly: a BF16 is the top half of an f32).
-  std::vector<std::string> widened_bf16;
   const Tensor* find(const std::string& name) const;  // nullptr if absent
 };
 

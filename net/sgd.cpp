@@ -21,11 +21,12 @@ SGD::SGD(std::vector<NamedParameter> params, const SgdOptions& options,
   for (auto& p : params) {
     Slot s{std::move(p), Tensor(), Tensor(), Tensor(), 1.0};
     const Tensor& w = *s.param.tensor;
-    if (w.dtype() == DType::f16) {
+    if (is_16bit_float(w.dtype())) {
       const auto it = by_name.find(s.param.name);
       if (it != by_name.end()) {
         EMBER_CHECK(it->second.shape() == w.shape() && it->second.dtype() == DType::f32, "SGD: master of '",
-                    s.param.name, "' is ", it->second.str(), " for the f16 parameter ", w.str());
+                    s.param.name, "' is ", it->second.str(), " for the ", dtype_name(w.dtype()), " parameter ",
+                    w.str());
         s.master = it->second.to(w.device());
         by_name.erase(it);
       } else {
@@ -36,7 +37,7 @@ SGD::SGD(std::vector<NamedParameter> params, const SgdOptions& options,
     slots_.push_back(std::move(s));
   }
   EMBER_CHECK(by_name.empty(), "SGD: master weights for '", by_name.empty() ? "" : by_name.begin()->first,
-              "', which is not an f16 parameter of the model");
+              "', which is not an f16 or bf16 parameter of the model");
 }
 
 Tensor SGD::update_gradient(Slot& s) {
@@ -53,6 +54,7 @@ bool SGD::gradients_finite() {
     const Tensor g = update_gradient(s);
     if (!g.defined()) continue;
     // Sums of finite f16 values fit f32 easily; an inf or NaN anywhere makes the total non-finite.
+    // (bf16 reaches f32's range: a sum of finite bf16 gradients beyond 3.4e38 also counts as overflow.)
     const Tensor part = ops::sum(g.dtype() == DType::f32 ? g : ops::cast(g, DType::f32));
     total = total.defined() ? ops::add(total, part) : part;
   }
@@ -91,7 +93,7 @@ void SGD::step(double lr, double grad_scale) {
       p.first_step = true;
     }
     ops::sgd_update_(w, g, s.momentum, p);
-    if (s.master.defined()) param.copy_from(ops::cast(s.master, DType::f16));  // the f16 copy the model uses
+    if (s.master.defined()) param.copy_from(ops::cast(s.master, param.dtype()));  // the 16-bit copy the model uses
   }
   ++steps_;
 }

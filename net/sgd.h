@@ -6,10 +6,10 @@
 // "Bag of Tricks" and the DAWNBench ResNet recipes). The momentum buffer
 // starts as the first gradient.
 //
-// Mixed precision (net/mixed_precision.h): for every f16 parameter the
-// optimizer keeps an f32 master copy and an f32 momentum buffer; a step casts
-// the f16 gradient to f32, updates the master and writes the parameter back
-// as f16. step_if_finite() first checks that every gradient is finite (one
+// Mixed precision (net/mixed_precision.h): for every f16 or bf16 parameter
+// the optimizer keeps an f32 master copy and an f32 momentum buffer; a step
+// casts the 16-bit gradient to f32, updates the master and writes the
+// parameter back in its 16-bit type. step_if_finite() first checks that every gradient is finite (one
 // device sync for all of them) and leaves everything untouched otherwise.
 #pragma once
 #include <functional>
@@ -29,8 +29,8 @@ struct SgdOptions {
 
 class SGD {
  public:
-  // masters: f32 master weights of f16 parameters by name (from
-  // net::convert_to_half); an f16 parameter without one gets a cast copy.
+  // masters: f32 master weights of f16/bf16 parameters by name (from
+  // net::convert_to_half); a 16-bit parameter without one gets a cast copy.
   SGD(std::vector<NamedParameter> params, const SgdOptions& options,
       std::vector<std::pair<std::string, Tensor>> masters = {});
 
@@ -43,7 +43,7 @@ class SGD {
   // True when every gradient is finite (sums them in f32 on the device, then
   // reads one number).
   bool gradients_finite();
-  // The f32 masters of f16 parameters, by parameter name (empty in f32 training).
+  // The f32 masters of 16-bit parameters, by parameter name (empty in f32 training).
   std::vector<std::pair<std::string, Tensor>> masters() const;
   void zero_grad();  // drops the gradients (set to none)
   // Per-parameter learning-rate multipliers (fast.ai's discriminative
@@ -62,12 +62,12 @@ class SGD {
  private:
   struct Slot {
     NamedParameter param;
-    Tensor momentum;  // undefined until the first step; f32 for f16 parameters
-    Tensor master;    // f16 parameters: the f32 weights the step updates
-    Tensor grad32;    // f16 parameters: this step's gradient in f32
+    Tensor momentum;  // undefined until the first step; f32 for 16-bit parameters
+    Tensor master;    // f16/bf16 parameters: the f32 weights the step updates
+    Tensor grad32;    // f16/bf16 parameters: this step's gradient in f32
     double lr_mult = 1.0;
   };
-  // The gradient the update uses: the f32 copy for f16 parameters.
+  // The gradient the update uses: the f32 copy for 16-bit parameters.
   Tensor update_gradient(Slot& s);
   std::vector<Slot> slots_;
   SgdOptions options_;

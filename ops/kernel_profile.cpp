@@ -25,7 +25,7 @@ const char* const kKernelNames[] = {
     EMBER_FOR_EACH_KERNEL(EMBER_KERNEL_NAME_)
 #undef EMBER_KERNEL_NAME_
 };
-constexpr int kDTypes = 6;  // DType's enumerators
+constexpr int kDTypes = kNumDTypes;
 
 std::atomic<bool> g_enabled{false};
 std::atomic<int64_t> g_calls[kNumKernels][kDTypes];

@@ -8,15 +8,20 @@
 // EMBER_FOR_EACH_KERNEL to check every kernel on every backend.
 //
 // Conventions for all kernels:
-// - `dt` is the element type of the activations/data pointers: f64, f32 or
-//   f16. Parameters and statistics of batch norm and the loss are f64 when
-//   dt is f64, and f32 otherwise (so with f16 data: gamma, beta, running and
-//   saved statistics, ggamma, gbeta, losses, probs and grad_loss are f32).
-// - f16 (mixed precision): storage is IEEE binary16; every kernel computes
-//   and accumulates in f32 (GEMM and convolutions included) and rounds once
-//   when it stores an f16 result. Conv/GEMM weights and their gradients have
-//   the data's dtype. sgd_update with dt f16 updates f16 w/g/buf through f32
-//   arithmetic (the trainer normally keeps f32 masters and calls it with f32).
+// - `dt` is the element type of the activations/data pointers: f64, f32,
+//   f16 or bf16. Parameters and statistics of batch norm and the loss are
+//   f64 when dt is f64, and f32 otherwise (so with f16 or bf16 data: gamma,
+//   beta, running and saved statistics, ggamma, gbeta, losses, probs and
+//   grad_loss are f32).
+// - f16 and bf16 (mixed precision): storage is IEEE binary16 or bfloat16
+//   (the top half of an f32: 8 exponent bits, 7 stored mantissa bits);
+//   every kernel computes and accumulates in f32 (GEMM and convolutions
+//   included) and rounds once, to nearest even, when it stores a 16-bit
+//   result. Conv/GEMM weights and their gradients have the data's dtype.
+//   sgd_update with a 16-bit dt updates 16-bit w/g/buf through f32
+//   arithmetic (the trainer normally keeps f32 masters and calls it with
+//   f32). A NaN stays a NaN (on the CPU a bf16 NaN keeps its sign and top
+//   payload bits; CUDA stores its canonical NaN).
 // - Tensors are dense and row-major; shapes are given in the comments.
 // - Pointers live on the backend's device; `stream` is a cudaStream_t on
 //   CUDA and ignored on the CPU. Kernels never allocate user-visible memory.

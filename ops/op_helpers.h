@@ -10,10 +10,10 @@ inline void require_defined(const Tensor& t, const char* op, const char* what) {
   EMBER_CHECK(t.defined(), op, ": ", what, " is undefined");
 }
 
-// f32, f64 or f16 (mixed precision: f16 storage, f32 arithmetic in the kernels).
+// f32, f64, f16 or bf16 (mixed precision: 16-bit storage, f32 arithmetic in the kernels).
 inline void require_float(const Tensor& t, const char* op, const char* what) {
   require_defined(t, op, what);
-  EMBER_CHECK(is_floating(t.dtype()), op, ": ", what, " must be f32, f64 or f16, got ", t.str());
+  EMBER_CHECK(is_floating(t.dtype()), op, ": ", what, " must be f32, f64, f16 or bf16, got ", t.str());
 }
 
 inline void require_ndim(const Tensor& t, int ndim, const char* op, const char* what) {

@@ -42,7 +42,7 @@ Tensor normalize_u8(const Tensor& x, const ChannelNorm& norm, DType out) {
   require_ndim(x, 4, "normalize_u8", "input");
   EMBER_CHECK(x.size(1) == norm.channels, "normalize_u8: input has ", x.size(1), " channels, normalisation has ",
               norm.channels);
-  EMBER_CHECK(is_floating(out), "normalize_u8: output must be f32, f64 or f16, got ", dtype_name(out));
+  EMBER_CHECK(is_floating(out), "normalize_u8: output must be f32, f64, f16 or bf16, got ", dtype_name(out));
   Tensor y = Tensor::empty(x.shape(), out, x.device());
   auto [k, s] = launch_on(x);
   k.normalize_u8(out, x.data<uint8_t>(), y.raw_data(), x.size(0), x.size(2) * x.size(3), norm, s);

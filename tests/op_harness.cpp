@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "engine/autograd.h"
+#include "engine/bfloat16.h"
 #include "engine/half.h"
 #include "engine/rng.h"
 #include "ops/cpu/conv_policy.h"
@@ -67,21 +68,21 @@ std::vector<Backend>& backends() {
       cpu::set_gemm_isa(best);
       cpu::set_conv_policy(cpu::ConvPolicy::heuristic);
     };
-    std::vector<Backend> l{Backend{"cpu", Device::cpu(), true, best_cpu, true}};
+    std::vector<Backend> l{Backend{"cpu", Device::cpu(), true, best_cpu, true, true}};
     for (cpu::GemmIsa isa : cpu::supported_gemm_isas())
       if (isa != best)
         l.push_back(Backend{std::string("cpu-") + cpu::gemm_isa_name(isa), Device::cpu(), true, [isa] {
                               cpu::set_gemm_isa(isa);
                               cpu::set_conv_policy(cpu::ConvPolicy::heuristic);
-                            }, true});
+                            }, true, true});
     l.push_back(Backend{"cpu-winograd", Device::cpu(), true, [best] {
                           cpu::set_gemm_isa(best);
                           cpu::set_conv_policy(cpu::ConvPolicy::winograd);
-                        }, true});
+                        }, true, true});
     l.push_back(Backend{"cpu-gemm", Device::cpu(), true, [best] {
                           cpu::set_gemm_isa(best);
                           cpu::set_conv_policy(cpu::ConvPolicy::gemm);
-                        }, true});
+                        }, true, true});
 #if defined(EMBER_CUDA) || defined(EMBER_CUDASIM)
     // The hand-written CUDA kernels (on a GPU, or on the emulator), and the
     // cuDNN/cuBLAS table where this build has it; each compared with the CPU.
@@ -89,12 +90,12 @@ std::vector<Backend>& backends() {
       l.push_back(Backend{cuda::is_simulated() ? "cuda-sim" : "cuda-native", Device::cuda(0), true, [best_cpu] {
                             best_cpu();
                             testing::select_native_kernels();
-                          }});
+                          }, false, true});
       if (cuda::cudnn_kernels())
         l.push_back(Backend{"cuda-cudnn", Device::cuda(0), true, [best_cpu] {
                               best_cpu();
                               testing::select_cudnn_kernels();
-                            }});
+                            }, false, true});
     }
 #endif
     return l;
@@ -176,6 +177,7 @@ Values generate(const InputSpec& s, uint64_t seed, uint64_t stream) {
 
 double round_to(DType dt, double v) {
   if (dt == DType::f16) return double(half_to_float(float_to_half(float(v))));
+  if (dt == DType::bf16) return double(bf16_to_float(double_to_bf16(v)));  // as Tensor::from_vector rounds
   return dt == DType::f32 ? double(float(v)) : v;
 }
 
@@ -303,8 +305,8 @@ struct Checker {
         return res;
       }
       res.r = upstream(out[0].numel());
-      if (vdt == DType::f16)
-        for (auto& v : res.r) v = round_to(DType::f16, v);
+      if (is_16bit_float(vdt))
+        for (auto& v : res.r) v = round_to(vdt, v);
       try {
         out[0].backward(Tensor::from_vector(res.r, out[0].shape(), out[0].dtype(), out[0].device()));
       } catch (const std::exception& e) {
@@ -505,6 +507,25 @@ Report check_op(const OpCase& c, const Backend& backend) {
     if (r16.ok && r32h.ok) {
       ck.compare_outputs("f16 vs f32", r16, r32h, t.f16_rtol, t.f16_atol, "f32", "f16");
       ck.compare_grads("f16 vs f32", r16, r32h, t.f16_rtol, t.f16_atol, "f32 autograd", "f16 autograd");
+    }
+  }
+  // (e) bf16 against f32 on the same bf16-representable inputs; off the CPU
+  // also against the CPU's bf16 run (the same roundings, different sum orders).
+  if (backend.has_bf16) {
+    Checker::Run rb = ck.run(DType::bf16, dev, "bf16");
+    Checker::Run r32b = ck.run(DType::f32, dev, "f32 on bf16 values", DType::bf16);
+    if (rb.ok && r32b.ok) {
+      ck.compare_outputs("bf16 vs f32", rb, r32b, t.bf16_rtol, t.bf16_atol, "f32", "bf16");
+      ck.compare_grads("bf16 vs f32", rb, r32b, t.bf16_rtol, t.bf16_atol, "f32 autograd", "bf16 autograd");
+    }
+    if (!dev.is_cpu()) {
+      static const Backend cpu{"cpu", Device::cpu(), true, nullptr};
+      Checker cpu_ck{c, cpu, report, ck.base, ck.seed};
+      Checker::Run cb = cpu_ck.run(DType::bf16, Device::cpu(), "cpu bf16");
+      if (rb.ok && cb.ok) {
+        ck.compare_outputs("bf16 vs cpu", rb, cb, t.bf16_rtol, t.bf16_atol, "cpu", "this backend");
+        ck.compare_grads("bf16 vs cpu", rb, cb, t.bf16_rtol, t.bf16_atol, "cpu", "this backend");
+      }
     }
   }
   return report;

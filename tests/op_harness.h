@@ -13,6 +13,9 @@
 //   (d) on backends with f16: the forward and the gradients in f16 against
 //       f32 on the same (f16-representable) input values, within the f16
 //       tolerance (mixed precision: f16 storage, f32 arithmetic);
+//   (e) on backends with bf16: the same in bf16, within the bf16 tolerance
+//       (and, off the CPU, the bf16 outputs and gradients against the CPU's
+//       bf16 ones);
 // plus housekeeping: output shapes, inputs left unmodified by the forward,
 // gradients' shapes/dtypes/devices, nothing recorded under NoGradGuard.
 // On a non-CPU backend it also compares outputs and gradients with the CPU.
@@ -71,6 +74,14 @@ struct Tolerance {
   double f32_rtol = 1e-4, f32_atol = 1e-5;    // forward in f32 vs reference; f32 vs f64 gradients
   double fd_rtol = 1e-6, fd_atol = 1e-8;      // f64 autograd vs finite differences
   double f16_rtol = 1e-2, f16_atol = 1e-2;    // f16 vs f32 on the same inputs (forward and gradients)
+  // bf16 vs f32 on the same inputs. bf16 keeps 8 significand bits (unit
+  // roundoff 2^-8), f16 11 (2^-11): the same ~20 roundoffs as f16's 1e-2 are
+  // 8x wider, 8e-2. Every stored activation and gradient is rounded once, so
+  // an op chain of k stored tensors is off by ~k roundoffs, and the absolute
+  // term (scaled by the largest expected value) covers small elements whose
+  // relative error grows by cancellation. A kernel that skips a rounding or
+  // accumulates in bf16 is off by far more on the harness's sums.
+  double bf16_rtol = 8e-2, bf16_atol = 8e-2;
   // Absolute tolerances are scaled by max(1, largest magnitude of the
   // expected tensor); fd_atol by max(1, sum |out[0] * R|), the size of L.
 };
@@ -101,6 +112,7 @@ struct Backend {
   bool has_f64 = true;           // kernels accept f64 (needed for finite differences)
   std::function<void()> select;  // optional: called before each run (e.g. to install a kernel table)
   bool has_f16 = false;          // kernels accept f16: run the f16 axis (d)
+  bool has_bf16 = false;         // kernels accept bf16: run the bf16 axis (e)
 };
 std::vector<Backend>& backends();
 

@@ -1,7 +1,7 @@
 // tests/test_comm.cpp — the TCP ring communicator (net/dist/) with its ranks
 // as threads on loopback: all-reduce against a local sum for 1-5 ranks and
 // every awkward size (0, 1, P-1, odd, several MiB, one and many segments)
-// in f32/f64/f16, sum and average; broadcast from every root; barrier;
+// in f32/f64/f16/bf16, sum and average; broadcast from every root; barrier;
 // long runs of collectives; and the faults that must be errors, not hangs:
 // mismatched collectives, a silent rank, bad rendezvous partners, strays on
 // the listening ports. Launcher variables (torchrun, Open MPI, SLURM) too.
@@ -42,7 +42,7 @@ void require_all_passed(const std::vector<RankResult>& results) {
 
 // Rank r's value at element i (exact in every dtype, and so are the sums).
 double value_at(DType dt, int r, int64_t i) {
-  return dt == DType::f16 ? double((r + 1) + i % 5) : (r + 1) * 0.5 + double(i % 17) * 0.25;
+  return is_16bit_float(dt) ? double((r + 1) + i % 5) : (r + 1) * 0.5 + double(i % 17) * 0.25;
 }
 
 Tensor filled(DType dt, int r, int64_t n) {
@@ -54,7 +54,9 @@ Tensor filled(DType dt, int r, int64_t n) {
 // Checks every element against sum_r value_at (or its average); throws a description of the first miss.
 void check_result(const Tensor& t, DType dt, int world, ReduceOp op, const std::string& what) {
   const std::vector<double> got = t.to_double_vector();
-  const double tol = dt == DType::f16 ? 2e-3 : (dt == DType::f32 ? 1e-6 : 1e-12);
+  // 16-bit averages divide before summing, so each value and each partial sum is rounded once
+  // (bf16: 8x f16's roundoff).
+  const double tol = dt == DType::f16 ? 2e-3 : dt == DType::bf16 ? 1.6e-2 : (dt == DType::f32 ? 1e-6 : 1e-12);
   for (size_t i = 0; i < got.size(); ++i) {
     double want = 0;
     for (int r = 0; r < world; ++r) want += value_at(dt, r, int64_t(i));
@@ -68,7 +70,7 @@ uint32_t crc_of(const Tensor& t) { return data::crc32c(t.raw_data(), t.nbytes())
 
 }  // namespace
 
-TEST_CASE("comm: all-reduce equals the local sum and average for 1-5 ranks, every size, f32/f64/f16") {
+TEST_CASE("comm: all-reduce equals the local sum and average for 1-5 ranks, every size, f32/f64/f16/bf16") {
   for (int world = 1; world <= 5; ++world) {
     for (size_t segment : {size_t(8) << 10, size_t(512) << 10}) {
       CAPTURE(world);
@@ -79,7 +81,7 @@ TEST_CASE("comm: all-reduce equals the local sum and average for 1-5 ranks, ever
       std::map<std::string, std::vector<uint32_t>> crcs;  // per case: each rank's result CRC
       const std::vector<int64_t> sizes = {0, 1, world - 1, 7, 1001, 3 * 262144 + 5};
       const auto results = run_ranks(o, [&](Comm& comm, int r) {
-        for (DType dt : {DType::f32, DType::f64, DType::f16}) {
+        for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
           for (ReduceOp op : {ReduceOp::sum, ReduceOp::average}) {
             for (int64_t n : sizes) {
               if (dt != DType::f32 && n > 100000 && segment > 8192) continue;  // big buffers: f32 enough here
@@ -324,7 +326,7 @@ TEST_CASE("comm: one rank needs no sockets and its collectives are the identity"
   broadcast_now(*comm, t, 0, "x");
   comm->barrier("x");
   CHECK(t.to_double_vector() == std::vector<double>{2.5, 2.5, 2.5, 2.5});
-  CHECK_ERROR_HAS(comm->all_reduce(Tensor::zeros({3}, DType::i32), ReduceOp::sum, "x"), "f32, f16 or f64");
+  CHECK_ERROR_HAS(comm->all_reduce(Tensor::zeros({3}, DType::i32), ReduceOp::sum, "x"), "f32, f16, bf16 or f64");
 }
 
 // ------------------------------------------------------------ launch variables

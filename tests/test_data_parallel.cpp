@@ -283,3 +283,52 @@ TEST_CASE("data-parallel: f16 gradients travel as f16; an overflow on one rank s
   CHECK(took[1] == 0);
   CHECK(weights[0] == weights[1]);
 }
+
+TEST_CASE("data-parallel: bf16 gradients travel as bf16 and average; a NaN on one rank skips the step on every rank") {
+  const int world = 2;
+  std::vector<int> took(world, -1), took_nan(world, -1);
+  std::vector<std::vector<double>> alone(world), averaged(world), weights(world), weights_after_nan(world);
+  require_all_passed(run_ranks(loopback_options(world), [&](Comm& comm, int r) {
+    net::Linear fc(16, 4);
+    Generator gen(5);
+    ops::uniform_(fc.weight, -0.1, 0.1, gen);
+    net::SGD opt(fc.named_parameters(), {0.9, 0.0, false}, net::convert_to_half(fc, DType::bf16));
+    // (checks inside a rank throw: run_ranks reports them)
+    EMBER_CHECK(fc.weight.dtype() == DType::bf16, "the weight is ", fc.weight.str());
+    Reducer reducer(comm, fc.named_parameters());
+    EMBER_CHECK(testing::contains(reducer.describe(), "bf16"), "buckets: ", reducer.describe());
+    Tensor x = Tensor::full({8, 16}, r == 0 ? 0.75 : -0.25, DType::bf16);
+    auto loss = [&](const Tensor& in) { return ops::sum(ops::cast(fc(in), DType::f32)); };  // no loss scale
+    loss(x).backward();  // alone (outside prepare: the reducer leaves it)
+    alone[size_t(r)] = fc.weight.grad().to_double_vector();
+    opt.zero_grad();
+    reducer.prepare();
+    loss(x).backward();
+    reducer.finish();
+    EMBER_CHECK(fc.weight.grad().dtype() == DType::bf16, "the gradient is ", fc.weight.grad().str());
+    averaged[size_t(r)] = fc.weight.grad().to_double_vector();
+    took[size_t(r)] = opt.step_if_finite(0.1) ? 1 : 0;
+    weights[size_t(r)] = fc.weight.to_double_vector();
+    opt.zero_grad();
+    // A NaN input on rank 0 only: the averaged gradients carry it to both ranks.
+    Tensor bad = Tensor::full({8, 16}, r == 0 ? std::nan("") : -0.25, DType::bf16);
+    reducer.prepare();
+    loss(bad).backward();
+    reducer.finish();
+    took_nan[size_t(r)] = opt.step_if_finite(0.1) ? 1 : 0;
+    weights_after_nan[size_t(r)] = fc.weight.to_double_vector();
+  }));
+  CHECK(took[0] == 1);
+  CHECK(took[1] == 1);
+  CHECK(averaged[0] == averaged[1]);  // every rank holds the same bits
+  for (size_t i = 0; i < averaged[0].size(); ++i) {
+    const double want = (alone[0][i] + alone[1][i]) / 2;  // each term divided by 2 and rounded, then the sum rounded
+    const double bound = 2 * std::ldexp(1.0, -8) * std::max(std::abs(alone[0][i]), std::abs(alone[1][i]));
+    CHECK(std::abs(averaged[0][i] - want) <= bound);
+  }
+  CHECK(weights[0] == weights[1]);
+  CHECK(took_nan[0] == 0);
+  CHECK(took_nan[1] == 0);
+  CHECK(weights_after_nan[0] == weights[0]);
+  CHECK(weights_after_nan[1] == weights[1]);
+}

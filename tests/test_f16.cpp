@@ -1,10 +1,14 @@
-// tests/test_f16.cpp — mixed precision (f16 storage, f32 arithmetic) on the
-// CPU backend at the kernel level: f16 GEMM and convolutions against the f32
-// kernels on the same f16-representable values (odd sizes, transposes,
-// beta != 0, every convolution path), the elementwise/reduction kernels,
-// inf/NaN propagation (the loss scaler's overflow check), sgd_update and the
-// ops' dtype rules (mixed dtypes only where the contract allows them). The
-// per-op f16 axis of the generic harness is in tests/op_harness.cpp.
+// tests/test_f16.cpp — mixed precision (f16 or bf16 storage, f32 arithmetic)
+// on the CPU backend at the kernel level: 16-bit GEMM and convolutions
+// against the f32 kernels on the same 16-bit-representable values (odd
+// sizes, transposes, beta != 0, every convolution path), the
+// elementwise/reduction kernels, inf/NaN propagation (the loss scaler's
+// overflow check), sgd_update and the ops' dtype rules (mixed dtypes only
+// where the contract allows them). Each test runs for f16 and for bf16
+// (TEST_CASE_TEMPLATE); tolerances are written for f16 and multiplied by
+// kTol<H>: 8 for bf16, whose unit roundoff (2^-8, 8 significand bits) is 8x
+// f16's (2^-11). The per-op 16-bit axes of the generic harness are in
+// tests/op_harness.cpp; bf16 conversions are in tests/test_bf16.cpp.
 #include <doctest/doctest.h>
 
 #include "tests/test_helpers.h"
@@ -13,8 +17,10 @@
 #include <cstdio>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "engine/bfloat16.h"
 #include "engine/half.h"
 #include "engine/rng.h"
 #include "engine/parallel.h"
@@ -28,13 +34,36 @@ using namespace ember;
 namespace {
 using ember::testing::expect_error;
 
-// n values uniform in [lo, hi), rounded to f16 (so f32 and f16 see the same inputs).
+// The 16-bit type under test: its dtype, and its tolerances in f16 units.
+template <typename H> struct HalfInfo;
+template <> struct HalfInfo<f16> {
+  static constexpr DType dtype = DType::f16;
+  static constexpr double tol = 1;
+};
+template <> struct HalfInfo<bf16> {
+  static constexpr DType dtype = DType::bf16;
+  static constexpr double tol = 8;  // unit roundoff 2^-8 against f16's 2^-11
+};
+template <typename H> constexpr DType kHalf = HalfInfo<H>::dtype;
+template <typename H> constexpr double kTol = HalfInfo<H>::tol;
+
+// v rounded to H, as Tensor::from_vector stores it.
+template <typename H>
+double round_half(double v) {
+  if constexpr (std::is_same_v<H, f16>)
+    return double(half_to_float(float_to_half(float(v))));
+  else
+    return double(bf16_to_float(double_to_bf16(v)));
+}
+
+// n values uniform in [lo, hi), rounded to H (so f32 and H see the same inputs).
+template <typename H = f16>
 std::vector<double> f16_values(int64_t n, uint64_t stream, double lo = -1, double hi = 1) {
   PhiloxStream rng(1234, stream);
   std::vector<double> v(static_cast<size_t>(n));
   for (auto& x : v) {
     const double u = double(rng.next_u64() >> 11) * (1.0 / 9007199254740992.0);
-    x = double(half_to_float(float_to_half(float(lo + (hi - lo) * u))));
+    x = round_half<H>(float(lo + (hi - lo) * u));
   }
   return v;
 }
@@ -56,6 +85,35 @@ int count_mismatches(const std::vector<double>& got, const std::vector<double>& 
   return bad;
 }
 
+// got holds H values, each of which must be ONE rounding to nearest of the
+// matching want (an f32 or exact result): within half an ulp of H at want's
+// magnitude, plus `noise` times max(1, max |want|) for f32 summation-order
+// differences between the two computations. Truncating, or rounding twice,
+// misses by up to a whole ulp on many elements. Returns the number of misses.
+template <typename H>
+int count_not_one_rounding(const std::vector<double>& got, const std::vector<double>& want, double noise,
+                           const std::string& what) {
+  REQUIRE(got.size() == want.size());
+  constexpr int mantissa = std::is_same_v<H, f16> ? 10 : 7, min_exp = std::is_same_v<H, f16> ? -14 : -126;
+  double scale = 1;
+  for (double w : want) scale = std::max(scale, std::fabs(w));
+  int bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double w = want[i];
+    if (std::isnan(w) || std::isinf(w) || std::isnan(got[i])) {
+      bad += !(std::isnan(w) ? std::isnan(got[i]) : got[i] == w);
+      continue;
+    }
+    const int e = w == 0 ? min_exp : std::max(min_exp, std::ilogb(w));
+    const double half_ulp = std::ldexp(1.0, e - mantissa - 1);
+    if (!(std::fabs(got[i] - w) <= half_ulp * (1 + 1e-9) + noise * scale)) {
+      if (bad < 3) MESSAGE(what << " element " << i << ": " << got[i] << " is not one rounding of " << w);
+      ++bad;
+    }
+  }
+  return bad;
+}
+
 const Kernels& cpu_table() { return cpu_kernels(); }
 
 struct GemmCase {
@@ -64,13 +122,15 @@ struct GemmCase {
   double alpha, beta;
 };
 
-// f16 GEMM vs f32 GEMM on the same inputs; lda/ldb/ldc padded by 3.
+// 16-bit GEMM vs f32 GEMM on the same inputs; lda/ldb/ldc padded by 3.
+template <typename H>
 void check_gemm(const GemmCase& c, uint64_t seed) {
   const int64_t ar = c.ta ? c.K : c.M, ac = c.ta ? c.M : c.K, br = c.tb ? c.N : c.K, bc = c.tb ? c.K : c.N;
   const int64_t lda = ac + 3, ldb = bc + 3, ldc = c.N + 3;
-  const auto a = f16_values(ar * lda, seed), b = f16_values(br * ldb, seed + 1), c0 = f16_values(c.M * ldc, seed + 2);
+  const auto a = f16_values<H>(ar * lda, seed), b = f16_values<H>(br * ldb, seed + 1),
+             c0 = f16_values<H>(c.M * ldc, seed + 2);
   std::vector<double> out[2];
-  const DType dts[2] = {DType::f32, DType::f16};
+  const DType dts[2] = {DType::f32, kHalf<H>};
   for (int i = 0; i < 2; ++i) {
     Tensor A = Tensor::from_vector(a, {ar, lda}, dts[i]), B = Tensor::from_vector(b, {br, ldb}, dts[i]);
     Tensor C = Tensor::from_vector(c0, {c.M, ldc}, dts[i]);
@@ -81,13 +141,14 @@ void check_gemm(const GemmCase& c, uint64_t seed) {
   // Padding columns of C must be untouched.
   for (int64_t r = 0; r < c.M; ++r)
     for (int64_t j = c.N; j < ldc; ++j) CHECK(out[1][size_t(r * ldc + j)] == c0[size_t(r * ldc + j)]);
-  // Each output is one f16 rounding of the f32 result (plus f32 ordering noise).
-  CHECK(count_mismatches(out[1], out[0], 1e-3, 1e-4, "gemm") == 0);
+  // Each output is one 16-bit rounding of the f32 result (plus f32 ordering noise).
+  CHECK(count_mismatches(out[1], out[0], 1e-3 * kTol<H>, 1e-4 * kTol<H>, "gemm") == 0);
+  CHECK(count_not_one_rounding<H>(out[1], out[0], 1e-6, "gemm") == 0);
 }
 
 }  // namespace
 
-TEST_CASE("f16: gemm matches f32 (odd sizes, transposes, beta != 0)") {
+TEST_CASE_TEMPLATE("f16/bf16: gemm matches f32 (odd sizes, transposes, beta != 0)", T16, f16, bf16) {
   uint64_t seed = 10;
   const std::vector<GemmCase> cases = {
       {false, false, 1, 1, 1, 1.0, 0.0},    {false, false, 7, 13, 5, 1.0, 0.0},   {true, false, 9, 33, 17, 0.5, 1.0},
@@ -100,16 +161,16 @@ TEST_CASE("f16: gemm matches f32 (odd sizes, transposes, beta != 0)") {
     CAPTURE(c.N);
     CAPTURE(c.K);
     CAPTURE(c.beta);
-    check_gemm(c, seed += 3);
+    check_gemm<T16>(c, seed += 3);
   }
 }
 
-// The f16 helpers the convolutions use, against a double reference on the
-// same f16 values: A (weights) converted while packing, transposed or not;
+// The 16-bit helpers the convolutions use, against a double reference on the
+// same 16-bit values: A (weights) converted while packing, transposed or not;
 // B f16 or f32; C f16 (several column chunks, partial panels, rounded once)
 // or f32; serial and with chunks spread over the threads; and the pointwise
 // filter gradient's inner-dimension chunks.
-TEST_CASE("f16: chunked GEMMs with f16 weights match a double reference") {
+TEST_CASE_TEMPLATE("f16/bf16: chunked GEMMs with 16-bit weights match a double reference", T16, f16, bf16) {
   struct Case {
     bool trans_a;
     int64_t M, N, K;
@@ -120,7 +181,7 @@ TEST_CASE("f16: chunked GEMMs with f16 weights match a double reference") {
                                    {true, 13, 70, 300},   {true, 7, 1, 1},      {false, 3, 5, 0}};
   uint64_t seed = 700;
   for (const Case& c : cases)
-    for (int variant = 0; variant < 3; ++variant)  // (B, C) = (f16, f16), (f32, f16), (f16, f32)
+    for (int variant = 0; variant < 3; ++variant)  // (B, C) = (H, H), (f32, H), (H, f32)
       for (bool parallel : {false, true}) {
         CAPTURE(c.trans_a);
         CAPTURE(c.M);
@@ -129,7 +190,7 @@ TEST_CASE("f16: chunked GEMMs with f16 weights match a double reference") {
         CAPTURE(variant);
         CAPTURE(parallel);
         const int64_t lda = (c.trans_a ? c.M : c.K) + 2, ldb = c.N + 3, ldc = c.N + 1;
-        const auto a = f16_values((c.trans_a ? c.K : c.M) * lda, seed++), b = f16_values(c.K * ldb, seed++);
+        const auto a = f16_values<T16>((c.trans_a ? c.K : c.M) * lda, seed++), b = f16_values<T16>(c.K * ldb, seed++);
         std::vector<double> want(size_t(c.M * ldc), 0.0);
         for (int64_t i = 0; i < c.M; ++i)
           for (int64_t j = 0; j < c.N; ++j) {
@@ -138,40 +199,42 @@ TEST_CASE("f16: chunked GEMMs with f16 weights match a double reference") {
               acc += a[size_t(c.trans_a ? k * lda + i : i * lda + k)] * b[size_t(k * ldb + j)];
             want[size_t(i * ldc + j)] = acc;
           }
-        Tensor A = Tensor::from_vector(a, {int64_t(a.size())}, DType::f16);
-        const DType bt = variant == 1 ? DType::f32 : DType::f16, ct = variant == 2 ? DType::f32 : DType::f16;
+        Tensor A = Tensor::from_vector(a, {int64_t(a.size())}, kHalf<T16>);
+        const DType bt = variant == 1 ? DType::f32 : kHalf<T16>, ct = variant == 2 ? DType::f32 : kHalf<T16>;
         Tensor B = Tensor::from_vector(b, {int64_t(b.size())}, bt);
         Tensor C = Tensor::full({c.M * ldc}, 7.0, ct);  // the padding columns must keep their 7s
-        const f16* pa = A.data<f16>();
+        const T16* pa = A.data<T16>();
         if (variant == 0)
-          cpu::gemm_f16a_chunked(c.trans_a, c.M, c.N, c.K, pa, lda, B.data<f16>(), ldb, C.data<f16>(), ldc, parallel);
+          cpu::gemm_f16a_chunked(c.trans_a, c.M, c.N, c.K, pa, lda, B.data<T16>(), ldb, C.data<T16>(), ldc, parallel);
         else if (variant == 1)
-          cpu::gemm_f16a_chunked(c.trans_a, c.M, c.N, c.K, pa, lda, B.data<float>(), ldb, C.data<f16>(), ldc, parallel);
+          cpu::gemm_f16a_chunked(c.trans_a, c.M, c.N, c.K, pa, lda, B.data<float>(), ldb, C.data<T16>(), ldc, parallel);
         else
-          cpu::gemm_f16a_chunked(c.trans_a, c.M, c.N, c.K, pa, lda, B.data<f16>(), ldb, C.data<float>(), ldc, parallel);
+          cpu::gemm_f16a_chunked(c.trans_a, c.M, c.N, c.K, pa, lda, B.data<T16>(), ldb, C.data<float>(), ldc, parallel);
         std::vector<double> got = C.to_double_vector();
         for (int64_t i = 0; i < c.M; ++i)
           for (int64_t j = c.N; j < ldc; ++j) {
             CHECK(got[size_t(i * ldc + j)] == 7.0);
             got[size_t(i * ldc + j)] = 0.0;
           }
-        const double rtol = ct == DType::f16 ? 1e-3 : 1e-5;
+        const double rtol = ct == kHalf<T16> ? 1e-3 * kTol<T16> : 1e-5;  // one 16-bit rounding, or none
         CHECK(count_mismatches(got, want, rtol, 1e-5, "gemm_f16a_chunked") == 0);
+        if (ct == kHalf<T16>) CHECK(count_not_one_rounding<T16>(got, want, 1e-5, "gemm_f16a_chunked") == 0);
       }
   // acc += A B^T over an inner dimension cut into three chunks, on top of what acc held.
   const int64_t M = 1000, N = 100, K = 600, lda = K + 1, ldb = K + 5;
-  const auto a = f16_values(M * lda, seed++), b = f16_values(N * ldb, seed++), acc0 = f16_values(M * N, seed++);
+  const auto a = f16_values<T16>(M * lda, seed++), b = f16_values<T16>(N * ldb, seed++);
+  const auto acc0 = f16_values(M * N, seed++);
   std::vector<double> want = acc0;
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j)
       for (int64_t k = 0; k < K; ++k) want[size_t(i * N + j)] += a[size_t(i * lda + k)] * b[size_t(j * ldb + k)];
-  Tensor A = Tensor::from_vector(a, {M * lda}, DType::f16), B = Tensor::from_vector(b, {N * ldb}, DType::f16);
+  Tensor A = Tensor::from_vector(a, {M * lda}, kHalf<T16>), B = Tensor::from_vector(b, {N * ldb}, kHalf<T16>);
   Tensor acc = Tensor::from_vector(acc0, {M * N}, DType::f32);
-  cpu::gemm_nt_accumulate_f16(M, N, K, A.data<f16>(), lda, B.data<f16>(), ldb, acc.data<float>(), N);
+  cpu::gemm_nt_accumulate_f16(M, N, K, A.data<T16>(), lda, B.data<T16>(), ldb, acc.data<float>(), N);
   CHECK(count_mismatches(acc.to_double_vector(), want, 1e-5, 1e-5, "gemm_nt_accumulate_f16") == 0);
 }
 
-TEST_CASE("f16: convolutions match f32 on every path") {
+TEST_CASE_TEMPLATE("f16/bf16: convolutions match f32 on every path", T16, f16, bf16) {
   struct G {
     int64_t N, C, H, W, K, R, S, stride, pad;
   };
@@ -191,9 +254,10 @@ TEST_CASE("f16: convolutions match f32 on every path") {
     CAPTURE(gg.stride);
     CAPTURE(gg.pad);
     const Shape xs{g.N, g.C, g.H, g.W}, ws{g.K, g.C, g.R, g.S}, ys{g.N, g.K, g.P, g.Q};
-    const auto x = f16_values(xs.numel(), seed++), w = f16_values(ws.numel(), seed++), gy = f16_values(ys.numel(), seed++);
+    const auto x = f16_values<T16>(xs.numel(), seed++), w = f16_values<T16>(ws.numel(), seed++),
+               gy = f16_values<T16>(ys.numel(), seed++);
     std::vector<double> fwd[2], bwd_data[2], bwd_filter[2];
-    const DType dts[2] = {DType::f32, DType::f16};
+    const DType dts[2] = {DType::f32, kHalf<T16>};
     for (int i = 0; i < 2; ++i) {
       Tensor X = Tensor::from_vector(x, xs, dts[i]), Wt = Tensor::from_vector(w, ws, dts[i]);
       Tensor GY = Tensor::from_vector(gy, ys, dts[i]);
@@ -205,9 +269,13 @@ TEST_CASE("f16: convolutions match f32 on every path") {
       bwd_data[i] = GX.to_double_vector();
       bwd_filter[i] = GW.to_double_vector();
     }
-    CHECK(count_mismatches(fwd[1], fwd[0], 1e-3, 1e-4, "conv forward") == 0);
-    CHECK(count_mismatches(bwd_data[1], bwd_data[0], 1e-3, 1e-4, "conv backward data") == 0);
-    CHECK(count_mismatches(bwd_filter[1], bwd_filter[0], 1e-3, 1e-4, "conv backward filter") == 0);
+    const double rtol = 1e-3 * kTol<T16>, atol = 1e-4 * kTol<T16>;
+    CHECK(count_mismatches(fwd[1], fwd[0], rtol, atol, "conv forward") == 0);
+    CHECK(count_mismatches(bwd_data[1], bwd_data[0], rtol, atol, "conv backward data") == 0);
+    CHECK(count_mismatches(bwd_filter[1], bwd_filter[0], rtol, atol, "conv backward filter") == 0);
+    CHECK(count_not_one_rounding<T16>(fwd[1], fwd[0], 1e-5, "conv forward") == 0);
+    CHECK(count_not_one_rounding<T16>(bwd_data[1], bwd_data[0], 1e-5, "conv backward data") == 0);
+    CHECK(count_not_one_rounding<T16>(bwd_filter[1], bwd_filter[0], 1e-5, "conv backward filter") == 0);
   }
 }
 
@@ -259,11 +327,11 @@ TEST_CASE("f16: add, accumulation and relu in f16 arithmetic give the conversion
   CHECK(native[0][6 * 16 + 6] == 0x7c00);
 }
 
-TEST_CASE("f16: im2col/col2im, elementwise, bias, pooling and loss kernels match f32") {
+TEST_CASE_TEMPLATE("f16/bf16: im2col/col2im, elementwise, bias, pooling and loss kernels match f32", T16, f16, bf16) {
   const Conv2dGeometry g = make_conv2d_geometry(1, 3, 7, 6, 4, 3, 3, 2, 2, 1, 1);
-  const auto x = f16_values(g.C * g.H * g.W, 7), col = f16_values(g.col_rows() * g.col_cols(), 8);
+  const auto x = f16_values<T16>(g.C * g.H * g.W, 7), col = f16_values<T16>(g.col_rows() * g.col_cols(), 8);
   std::vector<double> got[2][2];
-  const DType dts[2] = {DType::f32, DType::f16};
+  const DType dts[2] = {DType::f32, kHalf<T16>};
   for (int i = 0; i < 2; ++i) {
     Tensor X = Tensor::from_vector(x, {g.C * g.H * g.W}, dts[i]), COL = Tensor::empty({g.col_rows() * g.col_cols()}, dts[i]);
     cpu_table().im2col(dts[i], g, X.raw_data(), COL.raw_data(), nullptr);
@@ -273,11 +341,11 @@ TEST_CASE("f16: im2col/col2im, elementwise, bias, pooling and loss kernels match
     got[i][1] = X2.to_double_vector();
   }
   CHECK(got[1][0] == got[0][0]);  // im2col moves values: exact
-  CHECK(count_mismatches(got[1][1], got[0][1], 1e-3, 1e-4, "col2im") == 0);
+  CHECK(count_mismatches(got[1][1], got[0][1], 1e-3 * kTol<T16>, 1e-4 * kTol<T16>, "col2im") == 0);
 
   // Elementwise kernels over an odd length past the conversion chunk, in place too.
   const int64_t n = 5003;
-  const auto a = f16_values(n, 20, -2, 2), b = f16_values(n, 21, -2, 2);
+  const auto a = f16_values<T16>(n, 20, -2, 2), b = f16_values<T16>(n, 21, -2, 2);
   std::vector<double> res[2][5];
   for (int i = 0; i < 2; ++i) {
     const DType dt = dts[i];
@@ -294,7 +362,7 @@ TEST_CASE("f16: im2col/col2im, elementwise, bias, pooling and loss kernels match
     cpu_table().relu_backward(dt, R.raw_data(), B.raw_data(), GX.raw_data(), n, nullptr);
     res[i][3] = GX.to_double_vector();
     Tensor Y3 = A.clone();
-    Tensor bias = Tensor::from_vector(f16_values(7, 22), {7}, dt), gb = Tensor::empty({7}, dt);
+    Tensor bias = Tensor::from_vector(f16_values<T16>(7, 22), {7}, dt), gb = Tensor::empty({7}, dt);
     cpu_table().bias_add(dt, Y3.raw_data(), bias.raw_data(), 1, 7, 714, nullptr);  // 7 * 714 = 4998 values
     cpu_table().bias_backward(dt, A.raw_data(), gb.raw_data(), 2, 7, 357, nullptr);
     std::vector<double> v = Y3.to_double_vector(), gbv = gb.to_double_vector();
@@ -302,14 +370,17 @@ TEST_CASE("f16: im2col/col2im, elementwise, bias, pooling and loss kernels match
     res[i][4] = v;
   }
   const char* names[5] = {"add", "axpby", "relu_forward", "relu_backward", "bias_add/backward"};
-  for (int k = 0; k < 5; ++k) CHECK(count_mismatches(res[1][k], res[0][k], 1e-3, 1e-6, names[k]) == 0);
+  for (int k = 0; k < 5; ++k) {
+    CHECK(count_mismatches(res[1][k], res[0][k], 1e-3 * kTol<T16>, 1e-6 * kTol<T16>, names[k]) == 0);
+    CHECK(count_not_one_rounding<T16>(res[1][k], res[0][k], 1e-7, names[k]) == 0);
+  }
   CHECK(res[1][2] == res[0][2]);  // relu is exact
   CHECK(res[1][3] == res[0][3]);
 
-  // Pooling planes, softmax cross-entropy (f32 losses/probs, f16 gradient).
+  // Pooling planes, softmax cross-entropy (f32 losses/probs, 16-bit gradient).
   const Pool2dGeometry pg = make_pool2d_geometry(2, 3, 7, 9, 3, 3, 2, 2, 1, 1);
-  const auto px = f16_values(2 * 3 * 7 * 9, 30);
-  const auto logits = f16_values(4 * 10, 31, -5, 5);
+  const auto px = f16_values<T16>(2 * 3 * 7 * 9, 30);
+  const auto logits = f16_values<T16>(4 * 10, 31, -5, 5);
   const std::vector<int64_t> labels = {3, 0, 9, 5};
   std::vector<double> pool[2], ce[2];
   for (int i = 0; i < 2; ++i) {
@@ -336,16 +407,16 @@ TEST_CASE("f16: im2col/col2im, elementwise, bias, pooling and loss kernels match
       ce[i].insert(ce[i].end(), v.begin(), v.end());
     }
   }
-  CHECK(count_mismatches(pool[1], pool[0], 1e-3, 1e-6, "pooling") == 0);
-  CHECK(count_mismatches(ce[1], ce[0], 1e-3, 1e-6, "cross-entropy") == 0);
+  CHECK(count_mismatches(pool[1], pool[0], 1e-3 * kTol<T16>, 1e-6 * kTol<T16>, "pooling") == 0);
+  CHECK(count_mismatches(ce[1], ce[0], 1e-3 * kTol<T16>, 1e-6 * kTol<T16>, "cross-entropy") == 0);
 }
 
-TEST_CASE("f16: batch-norm kernels take f16 data with f32 parameters and statistics") {
+TEST_CASE_TEMPLATE("f16/bf16: batch-norm kernels take 16-bit data with f32 parameters and statistics", T16, f16, bf16) {
   const int64_t N = 3, C = 4, HW = 37;
-  const auto x = f16_values(N * C * HW, 40, -3, 5), gy = f16_values(N * C * HW, 41);
+  const auto x = f16_values<T16>(N * C * HW, 40, -3, 5), gy = f16_values<T16>(N * C * HW, 41);
   const std::vector<double> gamma = {0.5, 1.0, 1.5, -1.0}, beta = {0.1, -0.2, 0.3, 0.0};
   std::vector<double> out[2];
-  const DType dts[2] = {DType::f32, DType::f16};
+  const DType dts[2] = {DType::f32, kHalf<T16>};
   for (int i = 0; i < 2; ++i) {
     const DType dt = dts[i];
     Tensor X = Tensor::from_vector(x, {N * C * HW}, dt), GY = Tensor::from_vector(gy, {N * C * HW}, dt);
@@ -367,39 +438,41 @@ TEST_CASE("f16: batch-norm kernels take f16 data with f32 parameters and statist
       out[i].insert(out[i].end(), v.begin(), v.end());
     }
   }
-  CHECK(count_mismatches(out[1], out[0], 2e-3, 1e-5, "batch norm") == 0);
+  CHECK(count_mismatches(out[1], out[0], 2e-3 * kTol<T16>, 1e-5 * kTol<T16>, "batch norm") == 0);
 }
 
-TEST_CASE("f16: sum propagates inf and NaN, argmax, normalize_u8, random fills, sgd_update") {
+TEST_CASE_TEMPLATE("f16/bf16: sum propagates inf and NaN, argmax, normalize_u8, random fills, sgd_update", T16, f16,
+                   bf16) {
+  constexpr DType kH = kHalf<T16>;
   const double inf = std::numeric_limits<double>::infinity();
   for (int64_t n : {int64_t(10), int64_t(40000)}) {
-    std::vector<double> v = f16_values(n, 50);
-    Tensor s = Tensor::empty({1}, DType::f16);
-    Tensor x = Tensor::from_vector(v, {n}, DType::f16);
-    cpu_table().sum(DType::f16, x.raw_data(), s.raw_data(), n, nullptr);
+    std::vector<double> v = f16_values<T16>(n, 50);
+    Tensor s = Tensor::empty({1}, kH);
+    Tensor x = Tensor::from_vector(v, {n}, kH);
+    cpu_table().sum(kH, x.raw_data(), s.raw_data(), n, nullptr);
     double exact = 0;
     for (double a : v) exact += a;
-    CHECK(std::fabs(s.item() - exact) <= 1e-3 * std::fabs(exact) + 1e-3);
+    CHECK(std::fabs(s.item() - exact) <= 1e-3 * kTol<T16> * (std::fabs(exact) + 1));
     v[size_t(n / 2)] = inf;
-    x = Tensor::from_vector(v, {n}, DType::f16);
-    cpu_table().sum(DType::f16, x.raw_data(), s.raw_data(), n, nullptr);
+    x = Tensor::from_vector(v, {n}, kH);
+    cpu_table().sum(kH, x.raw_data(), s.raw_data(), n, nullptr);
     CHECK(std::isinf(s.item()));
     v[size_t(n / 3)] = -inf;  // inf - inf
-    x = Tensor::from_vector(v, {n}, DType::f16);
-    cpu_table().sum(DType::f16, x.raw_data(), s.raw_data(), n, nullptr);
+    x = Tensor::from_vector(v, {n}, kH);
+    cpu_table().sum(kH, x.raw_data(), s.raw_data(), n, nullptr);
     CHECK(std::isnan(s.item()));
     v[size_t(n / 3)] = std::nan("");
     v[size_t(n / 2)] = 0;
-    x = Tensor::from_vector(v, {n}, DType::f16);
-    cpu_table().sum(DType::f16, x.raw_data(), s.raw_data(), n, nullptr);
+    x = Tensor::from_vector(v, {n}, kH);
+    cpu_table().sum(kH, x.raw_data(), s.raw_data(), n, nullptr);
     CHECK(std::isnan(s.item()));
-    // Through the op: an overflowing f16 gradient shows up in the f16 sum.
+    // Through the op: an overflowing 16-bit gradient shows up in the 16-bit sum.
     CHECK(std::isnan(ops::sum(x).item()));
   }
-  // A finite f16 sum beyond the f16 range overflows to inf (the documented behaviour).
-  CHECK(std::isinf(ops::sum(Tensor::full({100}, 1000.0, DType::f16)).item()));
+  // A finite 16-bit sum beyond the type's range overflows to inf (the documented behaviour).
+  CHECK(std::isinf(ops::sum(Tensor::full({100}, kH == DType::f16 ? 1000.0 : 1e37, kH)).item()));
 
-  Tensor rows = Tensor::from_vector({1, 3, 3, -1, 2, std::nan(""), 0, 5, 4}, {3, 3}, DType::f16);
+  Tensor rows = Tensor::from_vector({1, 3, 3, -1, 2, std::nan(""), 0, 5, 4}, {3, 3}, kH);
   const std::vector<double> idx = ops::argmax(rows).to_double_vector();
   CHECK(idx == std::vector<double>{1, 2, 1});
 
@@ -409,23 +482,24 @@ TEST_CASE("f16: sum propagates inf and NaN, argmax, normalize_u8, random fills, 
   std::vector<double> pix(2 * 3 * 5 * 4);
   for (size_t i = 0; i < pix.size(); ++i) pix[i] = double((i * 37) % 256);
   Tensor u8 = Tensor::from_vector(pix, {2, 3, 5, 4}, DType::u8);
-  Tensor y16 = ops::normalize_u8(u8, norm, DType::f16), y32 = ops::normalize_u8(u8, norm, DType::f32);
-  CHECK(y16.dtype() == DType::f16);
-  CHECK(count_mismatches(y16.to_double_vector(), y32.to_double_vector(), 1e-3, 1e-6, "normalize_u8") == 0);
+  Tensor y16 = ops::normalize_u8(u8, norm, kH), y32 = ops::normalize_u8(u8, norm, DType::f32);
+  CHECK(y16.dtype() == kH);
+  CHECK(count_mismatches(y16.to_double_vector(), y32.to_double_vector(), 1e-3 * kTol<T16>, 1e-6, "normalize_u8") == 0);
 
   Generator g16(7), g32(7);
-  Tensor r16 = Tensor::empty({1001}, DType::f16), r32 = Tensor::empty({1001});
+  Tensor r16 = Tensor::empty({1001}, kH), r32 = Tensor::empty({1001});
   ops::normal_(r16, 0.5, 2.0, g16);
   ops::normal_(r32, 0.5, 2.0, g32);
-  CHECK(count_mismatches(r16.to_double_vector(), r32.to_double_vector(), 1e-3, 1e-6, "normal_") == 0);
+  CHECK(count_mismatches(r16.to_double_vector(), r32.to_double_vector(), 1e-3 * kTol<T16>, 1e-6, "normal_") == 0);
   ops::uniform_(r16, -1, 3, g16);
   ops::uniform_(r32, -1, 3, g32);
-  CHECK(count_mismatches(r16.to_double_vector(), r32.to_double_vector(), 1e-3, 1e-6, "uniform_") == 0);
+  CHECK(count_mismatches(r16.to_double_vector(), r32.to_double_vector(), 1e-3 * kTol<T16>, 1e-6, "uniform_") == 0);
 
   for (bool nesterov : {false, true}) {
     std::vector<double> res[2];
-    for (DType dt : {DType::f32, DType::f16}) {
-      Tensor w = Tensor::from_vector(f16_values(3000, 60), {3000}, dt), gr = Tensor::from_vector(f16_values(3000, 61), {3000}, dt);
+    for (DType dt : {DType::f32, kH}) {
+      Tensor w = Tensor::from_vector(f16_values<T16>(3000, 60), {3000}, dt);
+      Tensor gr = Tensor::from_vector(f16_values<T16>(3000, 61), {3000}, dt);
       Tensor buf = Tensor::empty({3000}, dt);
       SgdParams p;
       p.lr = 0.1, p.momentum = 0.9, p.weight_decay = 1e-4, p.nesterov = nesterov, p.first_step = true, p.grad_scale = 0.5;
@@ -434,38 +508,41 @@ TEST_CASE("f16: sum propagates inf and NaN, argmax, normalize_u8, random fills, 
       ops::sgd_update_(w, gr, buf, p);
       auto a = w.to_double_vector(), b = buf.to_double_vector();
       a.insert(a.end(), b.begin(), b.end());
-      res[dt == DType::f16] = a;
+      res[dt == kH] = a;
     }
-    // w is rounded to f16 after each step: absolute error up to an f16 ulp of max |w|.
-    CHECK(count_mismatches(res[1], res[0], 2e-3, 1e-3, "sgd_update") == 0);
+    // w is rounded to H after each step: absolute error up to an ulp of max |w|.
+    CHECK(count_mismatches(res[1], res[0], 2e-3 * kTol<T16>, 1e-3 * kTol<T16>, "sgd_update") == 0);
   }
 }
 
-TEST_CASE("f16: ops accept f16, batch norm mixes f32 parameters, other mixes are errors naming the op") {
-  Tensor x = Tensor::from_vector(f16_values(2 * 3 * 4 * 4, 70), {2, 3, 4, 4}, DType::f16);
-  Tensor w16 = Tensor::from_vector(f16_values(5 * 3 * 3 * 3, 71), {5, 3, 3, 3}, DType::f16);
-  Tensor w32 = Tensor::from_vector(f16_values(5 * 3 * 3 * 3, 71), {5, 3, 3, 3}, DType::f32);
+TEST_CASE_TEMPLATE("f16/bf16: ops accept 16-bit tensors, batch norm mixes f32 parameters, other mixes are errors",
+                   T16, f16, bf16) {
+  constexpr DType kH = kHalf<T16>;
+  const std::string name = dtype_name(kH);
+  Tensor x = Tensor::from_vector(f16_values<T16>(2 * 3 * 4 * 4, 70), {2, 3, 4, 4}, kH);
+  Tensor w16 = Tensor::from_vector(f16_values<T16>(5 * 3 * 3 * 3, 71), {5, 3, 3, 3}, kH);
+  Tensor w32 = Tensor::from_vector(f16_values<T16>(5 * 3 * 3 * 3, 71), {5, 3, 3, 3}, DType::f32);
   const auto opt = ops::Conv2dOptions::square(1, 1);
-  CHECK(ops::conv2d(x, w16, Tensor(), opt).dtype() == DType::f16);
-  expect_error([&] { ops::conv2d(x, w32, Tensor(), opt); }, "conv2d: weight is f32 but the input is f16");
+  CHECK(ops::conv2d(x, w16, Tensor(), opt).dtype() == kH);
+  expect_error([&] { ops::conv2d(x, w32, Tensor(), opt); }, "conv2d: weight is f32 but the input is " + name);
   Tensor b32 = Tensor::zeros({5});
-  expect_error([&] { ops::conv2d(x, w16, b32, opt); }, "conv2d: bias is f32 but the input is f16");
+  expect_error([&] { ops::conv2d(x, w16, b32, opt); }, "conv2d: bias is f32 but the input is " + name);
   Tensor g = Tensor::full({3}, 1.0), b = Tensor::zeros({3}), rm = Tensor::zeros({3}), rv = Tensor::full({3}, 1.0);
-  CHECK(ops::batch_norm2d(x, g, b, rm, rv, true, 0.1, 1e-5).dtype() == DType::f16);
-  Tensor g16 = Tensor::full({3}, 1.0, DType::f16);
+  CHECK(ops::batch_norm2d(x, g, b, rm, rv, true, 0.1, 1e-5).dtype() == kH);
+  Tensor g16 = Tensor::full({3}, 1.0, kH);
   expect_error([&] { ops::batch_norm2d(x, g16, b, rm, rv, true, 0.1, 1e-5); },
-               "batch_norm2d: weight must be f32 for f16 input");
-  Tensor logits = Tensor::from_vector(f16_values(3 * 4, 72), {3, 4}, DType::f16);
+               "batch_norm2d: weight must be f32 for " + name + " input");
+  Tensor logits = Tensor::from_vector(f16_values<T16>(3 * 4, 72), {3, 4}, kH);
   logits.set_requires_grad(true);
   Tensor labels = Tensor::from_vector({0, 3, 1}, {3}, DType::i64);
   Tensor loss = ops::cross_entropy(logits, labels);
   CHECK(loss.dtype() == DType::f32);
   loss.backward();
   REQUIRE(logits.grad().defined());
-  CHECK(logits.grad().dtype() == DType::f16);
+  CHECK(logits.grad().dtype() == kH);
   Tensor l32 = Tensor::zeros({3, 4});
-  expect_error([&] { ops::add(logits, l32); }, "add: b is f32 but the input is f16");
-  Tensor fc16 = Tensor::zeros({2, 4}, DType::f16), fc32 = Tensor::zeros({2, 4});
-  CHECK(ops::linear(logits, fc16, Tensor()).dtype() == DType::f16);
-  expect_error([&] { ops::linear(logits, fc32, Tensor()); }, "linear: weight is f32 but the input is f16");
+  expect_error([&] { ops::add(logits, l32); }, "add: b is f32 but the input is " + name);
+  Tensor fc16 = Tensor::zeros({2, 4}, kH), fc32 = Tensor::zeros({2, 4});
+  CHECK(ops::linear(logits, fc16, Tensor()).dtype() == kH);
+  expect_error([&] { ops::linear(logits, fc32, Tensor()); }, "linear: weight is f32 but the input is " + name);
 }

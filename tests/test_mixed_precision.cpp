@@ -1,17 +1,23 @@
-// tests/test_mixed_precision.cpp — fp16 training's host-side machinery: the
-// dynamic loss scaler, SGD's f32 master weights (skipped steps leave
-// everything untouched; the f16 copy always equals the rounded master),
-// converting a ResNet to f16 and back, and checkpoints holding the masters.
+// tests/test_mixed_precision.cpp — fp16 and bf16 training's host-side
+// machinery: the dynamic loss scaler, SGD's f32 master weights (skipped
+// steps leave everything untouched; the 16-bit copy always equals the
+// rounded master), converting a ResNet to f16/bf16 and back, and checkpoints
+// holding the masters (and 16-bit tensors written and read as themselves).
+// The tests after the loss scaler's run for f16 and for bf16.
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "engine/autograd.h"
+#include "engine/bfloat16.h"
 #include "engine/half.h"
 #include "net/checkpoint.h"
 #include "net/mixed_precision.h"
 #include "net/resnet.h"
+#include "net/safetensors.h"
 #include "net/sgd.h"
 #include "ops/ops.h"
 #include "tests/test_helpers.h"
@@ -31,10 +37,26 @@ net::ResNetConfig resnet8_config() {
   return cfg;
 }
 
-// An f16 tensor with the given values (rounded to f16).
+template <typename H> constexpr DType kHalf = dtype_of<H>::value;
+
+// f rounded to the 16-bit type H (round to nearest even), as a float.
+template <typename H>
+float round_half(float f) {
+  if constexpr (std::is_same_v<H, f16>)
+    return half_to_float(float_to_half(f));
+  else
+    return bf16_to_float(float_to_bf16(f));
+}
+
+// A tensor of the 16-bit type H (f16 unless told) with the given values, rounded.
+template <typename H = f16>
 Tensor half_tensor(const std::vector<float>& values) {
-  Tensor t = Tensor::empty({int64_t(values.size())}, DType::f16);
-  float_to_half_n(values.data(), reinterpret_cast<uint16_t*>(t.data<f16>()), values.size());
+  Tensor t = Tensor::empty({int64_t(values.size())}, kHalf<H>);
+  uint16_t* bits = reinterpret_cast<uint16_t*>(t.data<H>());
+  if constexpr (std::is_same_v<H, f16>)
+    float_to_half_n(values.data(), bits, values.size());
+  else
+    float_to_bf16_n(values.data(), bits, values.size());
   return t;
 }
 
@@ -91,46 +113,50 @@ TEST_CASE("loss scaler: a fixed scale never changes but still skips; endless ski
   CHECK_ERROR_HAS(net::LossScaler{bad}, "--scale-window must be positive");
 }
 
-TEST_CASE("SGD with f16 parameters: f32 masters and momentum, the f16 copy is the rounded master") {
-  // w starts at values f16 cannot hold exactly; the master keeps them.
+TEST_CASE_TEMPLATE("SGD with f16/bf16 parameters: f32 masters and momentum, the 16-bit copy is the rounded master", H,
+                   f16, bf16) {
+  // w starts at values the 16-bit type cannot hold exactly; the master keeps them.
   const std::vector<float> w0 = {0.1f, -0.2f, 1.0f / 3.0f, 1000.7f};
   Tensor master0 = Tensor::empty({4}, DType::f32);
   for (int i = 0; i < 4; ++i) master0.data<float>()[i] = w0[size_t(i)];
-  Tensor w = ops::cast(master0, DType::f16);
+  Tensor w = ops::cast(master0, kHalf<H>);
   w.set_requires_grad(true);
   net::SGD opt({{"w", &w, true}}, {0.9, 0.01, true}, {{"w", master0.clone()}});
   REQUIRE(opt.masters().size() == 1);
   CHECK(opt.masters()[0].second.dtype() == DType::f32);
 
-  // Reference: the same f32 update on an f32 copy with the f32 value of the f16 gradient.
+  // Reference: the same f32 update on an f32 copy with the f32 value of the 16-bit gradient.
   Tensor ref = master0.clone();
   ref.set_requires_grad(true);
   net::SGD ref_opt({{"ref", &ref, true}}, {0.9, 0.01, true});
   const float scale = 1024.0f;
   for (int step = 0; step < 3; ++step) {
     const std::vector<float> g = {0.5f * scale, -0.25f * scale, float(step) * scale, 3.0f * scale};
-    w.set_grad(half_tensor(g));
-    ref.set_grad(ops::cast(half_tensor(g), DType::f32));
+    w.set_grad(half_tensor<H>(g));
+    ref.set_grad(ops::cast(half_tensor<H>(g), DType::f32));
     CHECK(opt.step_if_finite(0.1, 1.0 / scale));
     ref_opt.step(0.1, 1.0 / scale);
     const auto m = as_floats(opt.masters()[0].second), r = as_floats(ref);
     for (int i = 0; i < 4; ++i) CHECK(m[size_t(i)] == r[size_t(i)]);
     const auto wf = as_floats(w);
-    for (int i = 0; i < 4; ++i) CHECK(wf[size_t(i)] == half_to_float(float_to_half(m[size_t(i)])));
+    CHECK(w.dtype() == kHalf<H>);
+    for (int i = 0; i < 4; ++i) CHECK(wf[size_t(i)] == round_half<H>(m[size_t(i)]));
+    if (step == 2) CHECK(m != wf);  // the master holds what the 16-bit copy cannot
     opt.zero_grad();
     ref_opt.zero_grad();
   }
   CHECK(opt.state().at(0).second.dtype() == DType::f32);  // momentum in f32
 }
 
-TEST_CASE("SGD with f16 parameters: a gradient with inf or NaN skips the step and changes nothing") {
+TEST_CASE_TEMPLATE("SGD with f16/bf16 parameters: a gradient with inf or NaN skips the step and changes nothing", H,
+                   f16, bf16) {
   Tensor master0 = Tensor::full({3}, 0.3, DType::f32);
-  Tensor w = ops::cast(master0, DType::f16);
+  Tensor w = ops::cast(master0, kHalf<H>);
   w.set_requires_grad(true);
   Tensor bn = Tensor::full({2}, 1.0, DType::f32);  // an f32 parameter beside it (batch-norm gamma)
   bn.set_requires_grad(true);
   net::SGD opt({{"w", &w, true}, {"bn", &bn, false, true}}, {0.9, 0.0, false}, {{"w", master0.clone()}});
-  w.set_grad(half_tensor({1, 2, 3}));
+  w.set_grad(half_tensor<H>({1, 2, 3}));
   bn.set_grad(Tensor::full({2}, 0.5, DType::f32));
   REQUIRE(opt.step_if_finite(0.1));  // a first clean step creates the momentum buffers
   opt.zero_grad();
@@ -138,7 +164,7 @@ TEST_CASE("SGD with f16 parameters: a gradient with inf or NaN skips the step an
   const auto mom_before = as_floats(opt.state()[0].second);
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   for (const auto& bad : std::vector<std::vector<float>>{{1, inf, 3}, {nan, 2, 3}, {-inf, 2, inf}}) {
-    w.set_grad(half_tensor(bad));
+    w.set_grad(half_tensor<H>(bad));
     bn.set_grad(Tensor::full({2}, 0.5, DType::f32));
     CHECK_FALSE(opt.gradients_finite());
     CHECK_FALSE(opt.step_if_finite(0.1));
@@ -149,31 +175,33 @@ TEST_CASE("SGD with f16 parameters: a gradient with inf or NaN skips the step an
     opt.zero_grad();
   }
   // An inf in the f32 parameter's gradient counts too.
-  w.set_grad(half_tensor({1, 2, 3}));
+  w.set_grad(half_tensor<H>({1, 2, 3}));
   Tensor g = Tensor::full({2}, 0.5, DType::f32);
   g.data<float>()[1] = inf;
   bn.set_grad(g);
   CHECK_FALSE(opt.step_if_finite(0.1));
-  // Large but finite f16 gradients (sum beyond f16's range) are finite.
+  // Large but finite 16-bit gradients (a sum beyond f16's range, near f32's for bf16) are finite.
   opt.zero_grad();
-  w.set_grad(half_tensor({65504, 65504, 65504}));
+  const float big = std::is_same_v<H, f16> ? 65504.0f : 1e38f;
+  w.set_grad(half_tensor<H>({big, big, big}));
   CHECK(opt.gradients_finite());
 }
 
-TEST_CASE("convert_to_half: conv/fc weights become f16, batch norm stays f32, masters are exact; restore_f32 inverts") {
+TEST_CASE_TEMPLATE("convert_to_half: conv/fc weights become f16/bf16, batch norm stays f32, exact masters; restore_f32 inverts",
+                   H, f16, bf16) {
   const net::ResNetConfig cfg = resnet8_config();
   Generator gen(3);
   net::ResNet model(cfg, gen);
   std::vector<std::pair<std::string, std::vector<double>>> before;
   for (auto& p : model.named_parameters()) before.emplace_back(p.name, p.tensor->to_double_vector());
 
-  const net::Masters masters = net::convert_to_half(model);
+  const net::Masters masters = net::convert_to_half(model, kHalf<H>);
   int64_t halves = 0;
   for (auto& p : model.named_parameters()) {
     const bool is_bn = p.name.find("bn") != std::string::npos || p.name.find("downsample.1") != std::string::npos;
-    CHECK_MESSAGE(p.tensor->dtype() == (is_bn ? DType::f32 : DType::f16), p.name);
+    CHECK_MESSAGE(p.tensor->dtype() == (is_bn ? DType::f32 : kHalf<H>), p.name);
     CHECK(p.tensor->requires_grad());
-    halves += p.tensor->dtype() == DType::f16;
+    halves += p.tensor->dtype() == kHalf<H>;
   }
   CHECK(int64_t(masters.size()) == halves);
   for (const auto& [name, m] : masters) {
@@ -193,12 +221,12 @@ TEST_CASE("convert_to_half: conv/fc weights become f16, batch norm stays f32, ma
   }
 }
 
-TEST_CASE("checkpoints of fp16 training hold the f32 masters and load into an f32 model") {
+TEST_CASE_TEMPLATE("checkpoints of fp16/bf16 training hold the f32 masters and load into an f32 model", H, f16, bf16) {
   TempDir dir;
   const net::ResNetConfig cfg = resnet8_config();
   Generator gen(5);
   net::ResNet model(cfg, gen);
-  const net::Masters masters = net::convert_to_half(model);
+  const net::Masters masters = net::convert_to_half(model, kHalf<H>);
   const std::string path = dir.file("m-0001.safetensors");
   net::save_model(path, model, {{"epoch", "1"}}, masters);
 
@@ -208,4 +236,27 @@ TEST_CASE("checkpoints of fp16 training hold the f32 masters and load into an f3
   for (auto& p : loaded.named_parameters())
     for (const auto& [name, m] : masters)
       if (name == p.name) CHECK(p.tensor->to_double_vector() == m.to_double_vector());
+
+  // The 16-bit model's own state (no masters): written as F16/BF16, read
+  // back as the same dtype and bits, and loaded strictly into a converted model.
+  const std::string half_path = dir.file("half.safetensors");
+  net::save_model(half_path, model);
+  const SafetensorsFile file = load_safetensors(half_path);
+  int64_t half_tensors = 0;
+  for (auto& [name, t] : model.state()) {
+    const Tensor* got = file.find(name);
+    REQUIRE(got);
+    CHECK(got->dtype() == t->dtype());
+    if (t->dtype() != kHalf<H>) continue;
+    ++half_tensors;
+    CHECK(std::memcmp(got->raw_data(), t->raw_data(), t->nbytes()) == 0);
+  }
+  CHECK(half_tensors == int64_t(masters.size()));
+  Generator gen3(7);
+  net::ResNet other(cfg, gen3);
+  net::convert_to_half(other, kHalf<H>);
+  net::load_model(half_path, other);
+  for (auto& p : other.named_parameters())
+    for (auto& q : model.named_parameters())
+      if (p.name == q.name) CHECK(p.tensor->to_double_vector() == q.tensor->to_double_vector());
 }

@@ -322,7 +322,8 @@ TEST_CASE("ops: add, scale, sum, relu, add_relu, cast through the harness") {
     c.max_fd_elements = 64;
     cases.push_back(c);
   }
-  // Casts: grid values are exact in both types, so f64 -> f32 -> f64 is the identity.
+  // Casts: grid values (multiples of 1/64 in [-2, 2]: at most 8 significant
+  // bits) are exact in every float type, so f64 -> f32 -> f64 is the identity.
   auto other = [](DType dt) { return dt == DType::f64 ? DType::f32 : DType::f64; };
   {
     OpCase c;
@@ -343,6 +344,21 @@ TEST_CASE("ops: add, scale, sum, relu, add_relu, cast through the harness") {
     c.reference = [](const InVals& v) { return Refs{{Shape{2, 9}, v[0]}}; };
     c.fd_eps = 1.0 / 64;
     c.check_out_dtype = false;
+    cases.push_back(c);
+  }
+  {
+    // A 16-bit input through the other 16-bit type and back (f16 -> bf16 -> f16, bf16 -> f16 -> bf16;
+    // gradients back the same way); f32 and f64 (the references) are the identity.
+    OpCase c;
+    c.name = "cast_through_other_16bit";
+    c.inputs = {test::input("x", {3, 5}, Gen::grid, -2, 2)};
+    c.forward = [](const Ins& in) {
+      const DType dt = in[0].dtype();
+      if (!is_16bit_float(dt)) return Outs{ops::scale(in[0], 1.0)};
+      return Outs{ops::cast(ops::cast(in[0], dt == DType::f16 ? DType::bf16 : DType::f16), dt)};
+    };
+    c.reference = [](const InVals& v) { return Refs{{Shape{3, 5}, v[0]}}; };
+    c.fd_eps = 1.0 / 64;
     cases.push_back(c);
   }
   {
@@ -872,6 +888,25 @@ TEST_CASE("harness: catches a wrong f16 gradient or forward when f32 is right") 
   CHECK_FALSE(any_contains(r2, "[cpu f32]"));
 }
 
+TEST_CASE("harness: catches a wrong bf16 gradient or forward when f32 and f16 are right") {
+  REQUIRE(test::backends()[0].has_bf16);
+  // 20% off: beyond bf16's tolerance (8e-2) on every element.
+  const test::Report r = test::check_op(identity_with_backward("bad_bf16", [](const Tensor& gy) {
+                                          return Outs{ops::scale(gy, gy.dtype() == DType::bf16 ? 1.2 : 1.0)};
+                                        }),
+                                        test::backends()[0]);
+  CHECK_FALSE(r.ok());
+  CHECK(any_contains(r, "[cpu bf16 vs f32] bad_bf16: gradient of input 0", "(f32 autograd), got"));
+  CHECK_FALSE(any_contains(r, "[cpu f16 vs f32]"));
+  OpCase c = identity_with_backward("bad_bf16_forward", [](const Tensor& gy) { return Outs{gy}; });
+  c.forward = [](const Ins& in) { return Outs{ops::scale(in[0], in[0].dtype() == DType::bf16 ? 1.2 : 1.0)}; };
+  const test::Report r2 = test::check_op(c, test::backends()[0]);
+  CHECK_FALSE(r2.ok());
+  CHECK(any_contains(r2, "[cpu bf16 vs f32] bad_bf16_forward: output 0", "(f32), got"));
+  CHECK_FALSE(any_contains(r2, "[cpu f32]"));
+  CHECK_FALSE(any_contains(r2, "[cpu f16 vs f32]"));
+}
+
 TEST_CASE("harness: catches a wrong f32 gradient when f64 is right") {
   const test::Report r = test::check_op(identity_with_backward("bad_f32", [](const Tensor& gy) {
                                           return Outs{ops::scale(gy, gy.dtype() == DType::f32 ? 1.01 : 1.0)};
@@ -1017,8 +1052,8 @@ TEST_CASE("ops: errors name the op and the problem") {
   expect_error([&] { ops::add(a, b); }, "add: shapes differ: [2, 3] and [3, 2]");
   expect_error([&] { ops::add(a, Tensor::zeros({2, 3}, DType::f64)); }, "add: b is f64 but the input is f32");
   expect_error([&] { ops::add(Tensor(), a); }, "add: a is undefined");
-  expect_error([&] { ops::relu(Tensor::zeros({2}, DType::i64)); }, "relu: input must be f32, f64 or f16, got");
-  expect_error([&] { ops::sum(Tensor::zeros({2}, DType::u8)); }, "sum: input must be f32, f64 or f16, got");
+  expect_error([&] { ops::relu(Tensor::zeros({2}, DType::i64)); }, "relu: input must be f32, f64, f16 or bf16, got");
+  expect_error([&] { ops::sum(Tensor::zeros({2}, DType::u8)); }, "sum: input must be f32, f64, f16 or bf16, got");
   expect_error([&] { ops::cast(Tensor::zeros({2}, DType::i32), DType::f32); }, "cast: only between floating types");
   expect_error([&] { ops::reshape(a, {4, 2}); }, "reshape: cannot reshape [2, 3] to [4, 2]");
   expect_error([&] { ops::flatten(a, 5); }, "flatten: start_dim 5 out of range");

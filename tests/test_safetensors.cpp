@@ -20,6 +20,7 @@
 #include "engine/tensor.h"
 #include "net/json.h"
 #include "net/safetensors.h"
+#include "ops/ops.h"
 
 using namespace ember;
 namespace fs = std::filesystem;
@@ -252,12 +253,14 @@ TEST_CASE("safetensors: round trip of every dtype, scalars, empty tensors and me
       {"conv1.weight", patterned({4, 3, 2, 2}, DType::f32, 1)},
       {"fc.bias", patterned({5}, DType::f64, 2)},
       {"half", patterned({3, 1}, DType::f16, 3)},
+      {"brain", patterned({2, 5}, DType::bf16, 9)},
       {"labels", patterned({2, 2}, DType::i32, 4)},
       {"num_batches_tracked", patterned({}, DType::i64, 5)},  // 0-d, as in torchvision
       {"image", patterned({2, 3, 7}, DType::u8, 6)},
       {"empty_f32", Tensor::empty({0, 3}, DType::f32)},
       {"empty_u8", Tensor::empty({0}, DType::u8)},
       {"scalar_f16", patterned({}, DType::f16, 7)},
+      {"scalar_bf16", patterned({}, DType::bf16, 10)},
       {"weird \"name\"\n\xc3\xa9", patterned({1}, DType::f32, 8)},
   };
   const std::map<std::string, std::string> meta = {
@@ -297,7 +300,7 @@ TEST_CASE("safetensors: the file layout follows the spec") {
       {"u", patterned({3}, DType::u8, 1)},     {"h", patterned({3}, DType::f16, 2)},
       {"b", patterned({2, 2}, DType::f32, 3)}, {"a", patterned({2}, DType::f32, 4)},
       {"d", patterned({1}, DType::f64, 5)},    {"i", patterned({2}, DType::i32, 6)},
-      {"l", patterned({}, DType::i64, 7)},
+      {"l", patterned({}, DType::i64, 7)},     {"g", patterned({3}, DType::bf16, 8)},
   };
   const std::vector<uint8_t> file = serialize_safetensors(tensors, {{"format", "pt"}});
   REQUIRE(file.size() >= 8);
@@ -312,9 +315,9 @@ TEST_CASE("safetensors: the file layout follows the spec") {
   CHECK(header.find(": ") == std::string::npos);                         // compact JSON
   CHECK(header.rfind("{\"__metadata__\":{\"format\":\"pt\"},", 0) == 0);
 
-  // Reference order: descending dtype alignment (I64, F64, F32, I32, F16, U8), then name.
+  // Reference order: the reference's Dtype enum descending (I64, F64, F32, I32, BF16, F16, U8), then name.
   const json::Value h = json::parse(header);
-  const std::vector<std::string> want_order = {"__metadata__", "l", "d", "a", "b", "i", "h", "u"};
+  const std::vector<std::string> want_order = {"__metadata__", "l", "d", "a", "b", "i", "g", "h", "u"};
   REQUIRE(h.as_object().size() == want_order.size());
   uint64_t cursor = 0;
   for (size_t k = 0; k < want_order.size(); ++k) {
@@ -336,6 +339,7 @@ TEST_CASE("safetensors: the file layout follows the spec") {
   CHECK(h.find("l")->find("shape")->as_array().empty());
   CHECK(h.find("l")->find("dtype")->as_string() == "I64");
   CHECK(h.find("h")->find("dtype")->as_string() == "F16");
+  CHECK(h.find("g")->find("dtype")->as_string() == "BF16");
 }
 
 TEST_CASE("safetensors: byte-identical to the reference writer") {
@@ -497,7 +501,7 @@ TEST_CASE("safetensors: hostile headers are rejected with a clear message") {
   }
   SUBCASE("dtypes") {
     check(make_file("{\"w\":" + entry("\"F8_E4M3\"", "[8]", "[0,8]") + "}", d8),
-          "tensor \"w\": dtype \"F8_E4M3\" is not supported (ember reads F32, F64, F16, BF16 (as F32), I32, I64, U8)");
+          "tensor \"w\": dtype \"F8_E4M3\" is not supported (ember reads F32, F64, F16, BF16, I32, I64, U8)");
     check(make_file("{\"w\":" + entry("\"BF16\"", "[8]", "[0,8]") + "}", d8),
           "tensor \"w\": data_offsets [0, 8] hold 8 bytes, shape [8] BF16 needs 16");
     check(make_file("{\"w\":" + entry("\"f32\"", "[4]", "[0,16]") + "}", d16), "dtype \"f32\" is not supported");
@@ -732,7 +736,7 @@ TEST_CASE("file_io: atomic writes replace the file or leave it untouched") {
   }
 }
 
-TEST_CASE("safetensors: BF16 tensors are read as f32, exactly") {
+TEST_CASE("safetensors: BF16 tensors are read as bf16 with their bits, and widen to f32 exactly") {
   // BF16 bits: 1.0, -3.0, the smallest normal, +inf, a NaN, -0.0; and the
   // top halves of two f32 values that are not exact in BF16.
   const std::vector<uint16_t> bits = {0x3f80, 0xc040, 0x0080, 0x7f80, 0x7fc1, 0x8000, 0x4049, 0xbdcc};
@@ -746,13 +750,19 @@ TEST_CASE("safetensors: BF16 tensors are read as f32, exactly") {
   const SafetensorsFile f = parse_safetensors(bytes.data(), bytes.size(), "bf16.safetensors");
   REQUIRE(f.tensors.size() == 1);
   const Tensor& t = f.tensors[0].second;
-  CHECK(t.dtype() == DType::f32);
+  CHECK(t.dtype() == DType::bf16);
   CHECK(t.shape() == Shape{2, 4});
-  CHECK(f.widened_bf16 == std::vector<std::string>{"w"});
-  const uint32_t* got = static_cast<const uint32_t*>(t.raw_data());
+  CHECK(std::memcmp(t.raw_data(), bits.data(), 16) == 0);
+  const Tensor w = ops::cast(t, DType::f32);
+  const uint32_t* got = static_cast<const uint32_t*>(w.raw_data());
   for (size_t i = 0; i < bits.size(); ++i) CHECK(got[i] == uint32_t(bits[i]) << 16);
-  CHECK(t.data<float>()[0] == 1.0f);
-  CHECK(t.data<float>()[1] == -3.0f);
-  CHECK(std::isinf(t.data<float>()[3]));
-  CHECK(std::isnan(t.data<float>()[4]));
+  CHECK(w.data<float>()[0] == 1.0f);
+  CHECK(w.data<float>()[1] == -3.0f);
+  CHECK(std::isinf(w.data<float>()[3]));
+  CHECK(std::isnan(w.data<float>()[4]));
+  // Written back, the file is the same bytes (the header as the reference writer lays it out).
+  const std::vector<uint8_t> again = serialize_safetensors({{"w", t}});
+  const SafetensorsFile g = parse_safetensors(again.data(), again.size(), "again.safetensors");
+  CHECK(std::memcmp(g.tensors.at(0).second.raw_data(), bits.data(), 16) == 0);
+  CHECK(std::string(again.begin() + 8, again.begin() + 8 + long(header.size())) == header);
 }

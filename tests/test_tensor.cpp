@@ -20,7 +20,7 @@ namespace {
 using ember::testing::expect_error;
 
 
-const DType kAllDTypes[] = {DType::f32, DType::f64, DType::f16, DType::i32, DType::i64, DType::u8};
+const DType kAllDTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64, DType::u8};
 
 }  // namespace
 
@@ -91,6 +91,29 @@ TEST_CASE("tensor: f16 storage round-trips through to_double_vector") {
   CHECK(v[6] == 1.0);                         // 1 + half an ulp: tie to even -> 1
   CHECK(v[7] == 1.0 + std::ldexp(2.0, -10));  // 1 + 1.5 ulp: tie to even -> 1 + 2 ulp
   Tensor n = Tensor::from_vector({std::numeric_limits<double>::quiet_NaN(), -1e9}, {2}, DType::f16);
+  CHECK(std::isnan(n.to_double_vector()[0]));
+  CHECK(n.to_double_vector()[1] == -std::numeric_limits<double>::infinity());
+}
+
+TEST_CASE("tensor: bf16 storage round-trips through to_double_vector, one rounding from double") {
+  const std::vector<double> exact{0.0, 1.0, -2.0, 0.5, 1.5, 3.3895313892515355e38, std::ldexp(1.0, -133), -1.0078125};
+  CHECK(Tensor::from_vector(exact, {8}, DType::bf16).to_double_vector() == exact);
+  Tensor t = Tensor::from_vector({1.0 / 3.0, 3.3962e38, 1e39, 1.0 + std::ldexp(1.0, -8), 1.0 + std::ldexp(3.0, -8),
+                                  1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -40), std::ldexp(1.0, -134),
+                                  std::ldexp(3.0, -134)},
+                                 {8}, DType::bf16);
+  CHECK(t.nbytes() == 16);
+  CHECK(t.str() == "Tensor[bf16 cpu [8]]");
+  const std::vector<double> v = t.to_double_vector();
+  CHECK(v[0] == 0.333984375);                 // nearest bfloat16
+  CHECK(std::isinf(v[1]));                    // past max + half an ulp: inf
+  CHECK(std::isinf(v[2]));
+  CHECK(v[3] == 1.0);                         // 1 + half an ulp: tie to even -> 1
+  CHECK(v[4] == 1.0 + std::ldexp(2.0, -7));   // 1 + 1.5 ulp: tie to even -> 1 + 2 ulp
+  CHECK(v[5] == 1.0 + std::ldexp(1.0, -7));   // just above the tie: up (through f32 it would tie and go down)
+  CHECK(v[6] == 0.0);                         // half the smallest subnormal: tie to even (0)
+  CHECK(v[7] == std::ldexp(2.0, -133));       // 1.5 subnormal ulps: tie to even (2)
+  Tensor n = Tensor::from_vector({std::numeric_limits<double>::quiet_NaN(), -1e39}, {2}, DType::bf16);
   CHECK(std::isnan(n.to_double_vector()[0]));
   CHECK(n.to_double_vector()[1] == -std::numeric_limits<double>::infinity());
 }
@@ -205,9 +228,20 @@ TEST_CASE("dtype: sizes and names") {
   CHECK(dtype_size(DType::i32) == 4);
   CHECK(dtype_size(DType::i64) == 8);
   CHECK(dtype_size(DType::u8) == 1);
+  CHECK(dtype_size(DType::bf16) == 2);
   CHECK(std::string(dtype_name(DType::f16)) == "f16");
+  CHECK(std::string(dtype_name(DType::bf16)) == "bf16");
   CHECK(is_floating(DType::f16));
+  CHECK(is_floating(DType::bf16));
+  CHECK(is_16bit_float(DType::f16));
+  CHECK(is_16bit_float(DType::bf16));
+  CHECK_FALSE(is_16bit_float(DType::f32));
   CHECK_FALSE(is_floating(DType::i64));
+  // The enumerators travel in frame headers of the TCP ring: appended, never renumbered.
+  CHECK(int(DType::u8) == 5);
+  CHECK(int(DType::bf16) == 6);
+  CHECK(kNumDTypes == 7);
+  CHECK(Tensor::zeros({3}, DType::bf16).str() == "Tensor[bf16 cpu [3]]");
 }
 
 // ================================================================== Philox

@@ -39,7 +39,7 @@ data::BatchIterator::Options iterator_options() {
 }
 
 // The 5k/3-epoch run in a precision; each precision trains once per process
-// (the fp16 test compares with the fp32 run of the same seed).
+// (the fp16 and bf16 tests compare with the fp32 run of the same seed).
 struct SmallRun {
   apps::FitResult result;
   double seconds = 0, evaluated_after = 0;
@@ -58,7 +58,7 @@ const SmallRun& small_run(DType precision) {
   const auto t0 = std::chrono::steady_clock::now();
   run.result = apps::fit(model, it, &test, fo);
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  // fit hands the model back in f32 (the masters, for fp16).
+  // fit hands the model back in f32 (the masters, for fp16 and bf16).
   for (auto& p : model.named_parameters()) CHECK(p.tensor->dtype() == DType::f32);
   run.evaluated_after = apps::evaluate(model, test, 250, Device::cpu());
   return runs[precision] = run;
@@ -92,6 +92,21 @@ TEST_CASE("integration: the same run in fp16 (f32 masters, dynamic loss scaling)
   CHECK(half.result.skipped_steps <= 20);
   CHECK(half.result.loss_scale >= 1.0);
   // Evaluating the f32 masters after training agrees with the f16 model's last evaluation.
+  CHECK(std::abs(half.evaluated_after - half.result.validation_accuracy) <= 0.01);
+}
+
+TEST_CASE("integration: the same run in bf16 (f32 masters, no loss scaling) lands with fp32") {
+  const SmallRun& half = small_run(DType::bf16);
+  const SmallRun& full = small_run(DType::f32);
+  MESSAGE("bf16: test accuracy " << half.result.validation_accuracy << " (fp32 " << full.result.validation_accuracy
+                                 << "), " << half.result.skipped_steps << " skipped steps, " << half.seconds
+                                 << " s (fp32 " << full.seconds << " s)");
+  CHECK(half.result.validation_accuracy >= 0.80);
+  // The same 2.5-point bound as fp16 (one standard error on 1k images is ~1.1 points).
+  CHECK(std::abs(half.result.validation_accuracy - full.result.validation_accuracy) <= 0.025);
+  // No loss scale: the scale stays 1, and nothing overflows in f32's exponent range.
+  CHECK(half.result.loss_scale == 1.0);
+  CHECK(half.result.skipped_steps == 0);
   CHECK(std::abs(half.evaluated_after - half.result.validation_accuracy) <= 0.01);
 }
 

@@ -61,6 +61,26 @@ struct Interval {
   void reset() { *this = Interval(); }
 };
 
+// bf16 training's scaler: a fixed scale of 1 (no loss scaling), which still
+// skips and counts steps with inf/NaN gradients and ends a run of them.
+net::LossScalerOptions unit_loss_scale(net::LossScalerOptions o) {
+  o.fixed_scale = 1.0;
+  return o;
+}
+
+// The backward of the (scaled) loss; a scale of 1 adds no op.
+void backward_scaled(const Tensor& loss, double scale) {
+  (scale == 1.0 ? loss : ops::scale(loss, scale)).backward();
+}
+
+// What a progress line adds in mixed precision: the loss scale (fp16) and
+// the skipped steps (fp16, bf16).
+std::string progress_precision(DType precision, const net::LossScaler& scaler) {
+  if (precision == DType::f16) return cat("\tloss-scale=", scaler.scale(), "\tskipped=", scaler.skipped_steps());
+  if (precision == DType::bf16) return cat("\tskipped=", scaler.skipped_steps());
+  return "";
+}
+
 }  // namespace
 
 Accuracy evaluate_accuracy(net::Module& model, BatchSource& source, Device device, net::dist::Comm* comm) {
@@ -124,14 +144,15 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
   EMBER_CHECK(steps_per_epoch > 0, "the training set gives no batch (", train.samples_per_epoch(),
               " samples per epoch, batch size ", train.batch_size(), ")");
 
-  EMBER_CHECK(o.precision == DType::f32 || o.precision == DType::f16, "--precision: fp32 or fp16, got ",
+  EMBER_CHECK(o.precision == DType::f32 || is_16bit_float(o.precision), "--precision: fp32, fp16 or bf16, got ",
               dtype_name(o.precision));
-  const bool mixed = o.precision == DType::f16;
+  const bool mixed = is_16bit_float(o.precision);
+  const bool scaled = o.precision == DType::f16;  // bf16 needs no loss scale (f32's exponent range)
   net::dist::Comm* comm = o.comm && o.comm->world_size() > 1 ? o.comm : nullptr;
   const bool rank0 = !comm || comm->rank() == 0;
   if (comm) net::dist::broadcast_module(*comm, model);  // every rank starts from rank 0's weights
-  net::SGD opt(model.named_parameters(), o.sgd, mixed ? net::convert_to_half(model) : net::Masters{});
-  net::LossScaler scaler(o.loss_scaler);
+  net::SGD opt(model.named_parameters(), o.sgd, mixed ? net::convert_to_half(model, o.precision) : net::Masters{});
+  net::LossScaler scaler(scaled ? o.loss_scaler : unit_loss_scale(o.loss_scaler));
   // However fit ends, the caller gets its model back in f32 (the masters).
   struct RestoreF32 {
     net::Module& model;
@@ -146,9 +167,13 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
       }
     }
   } restore{model, opt, mixed};
-  if (mixed)
+  if (scaled)
     std::fprintf(o.log, "Mixed precision: f16 weights and activations, f32 masters; loss scale %g (%s)\n",
                  scaler.scale(), scaler.dynamic() ? "dynamic" : "fixed");
+  else if (mixed)
+    std::fprintf(o.log,
+                 "Mixed precision: bf16 weights and activations, f32 masters; no loss scaling (bf16 has f32's "
+                 "exponent range), steps with inf/NaN gradients are skipped\n");
   // Fine-tuning: the backbone's learning-rate multiplier, and its freezing
   // (after the f16 conversion, which makes every parameter trainable).
   const FineTuneOptions& ft = o.finetune;
@@ -247,10 +272,11 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
       if (reducer) reducer->prepare();
       if (mixed) {
         const double s = scaler.scale();
-        ops::scale(loss, s).backward();
+        backward_scaled(loss, s);
         if (reducer) reducer->finish();  // averaged gradients: every rank takes the same decision below
         // An inf/NaN gradient (the scale was too high, or f16 overflowed
-        // forward) skips the step; the scaler halves the scale.
+        // forward) skips the step; the scaler halves the scale (bf16: the
+        // scale stays 1, the skip is counted).
         scaler.update(opt.step_if_finite(lr, 1.0 / s));
       } else {
         loss.backward();
@@ -278,7 +304,7 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
                      "lr=%.6g%s\n",
                      epoch, (long long)(batch_index - interval.batches), (long long)batch_index, g[0] / dt,
                      g[1] / g[0], g[2] / g[0], lr,
-                     mixed ? cat("\tloss-scale=", scaler.scale(), "\tskipped=", scaler.skipped_steps()).c_str() : "");
+                     progress_precision(o.precision, scaler).c_str());
         std::fflush(o.log);
         interval.reset();
       }
@@ -287,9 +313,11 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
     result.train_accuracy = epoch_totals[1] / std::max(1.0, epoch_totals[0]);
     std::fprintf(o.log, "Epoch[%d] Train-accuracy=%.6f\n", epoch, result.train_accuracy);
     std::fprintf(o.log, "Epoch[%d] Time cost=%.3f\n", epoch, seconds_since(epoch_start));
-    if (mixed)
+    if (scaled)
       std::fprintf(o.log, "Epoch[%d] Loss-scale=%g Skipped-steps=%lld\n", epoch, scaler.scale(),
                    (long long)scaler.skipped_steps());
+    else if (mixed)
+      std::fprintf(o.log, "Epoch[%d] Skipped-steps=%lld\n", epoch, (long long)scaler.skipped_steps());
     if (comm && !o.sync_bn) net::dist::average_buffers(*comm, model);  // one model to validate and save
     if (val) {
       const Accuracy a = evaluate_accuracy(model, *val, o.device, comm);
@@ -305,7 +333,7 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
       meta["epoch"] = std::to_string(epoch + 1);
       if (val) meta["validation_accuracy"] = std::to_string(result.validation_accuracy);
       const std::string path = net::checkpoint_path(o.model_prefix, epoch + 1);
-      if (mixed) meta["precision"] = "fp16 (f32 master weights saved)";
+      if (mixed) meta["precision"] = cat(scaled ? "fp16" : "bf16", " (f32 master weights saved)");
       net::save_model(path, model, meta, opt.masters());
       net::save_optimizer(net::optimizer_state_path(o.model_prefix, epoch + 1), opt);
       std::fprintf(o.log, "Saved checkpoint to \"%s\"\n", path.c_str());
@@ -330,24 +358,26 @@ BenchmarkResult benchmark(net::Module& model, const BenchmarkOptions& o) {
   for (int64_t i = 0; i < o.batch_size; ++i) labels.data<int64_t>()[i] = int64_t(rng.below(uint64_t(o.num_classes)));
   const Tensor x = images.to(o.device), y = labels.to(o.device);
 
-  const bool mixed = o.precision == DType::f16;
+  EMBER_CHECK(o.precision == DType::f32 || is_16bit_float(o.precision), "--precision: fp32, fp16 or bf16, got ",
+              dtype_name(o.precision));
+  const bool mixed = is_16bit_float(o.precision);
   net::dist::Comm* comm = o.comm && o.comm->world_size() > 1 ? o.comm : nullptr;
   const int world = comm ? comm->world_size() : 1;
   if (comm) net::dist::broadcast_module(*comm, model);
-  net::SGD opt(model.named_parameters(), o.sgd, mixed ? net::convert_to_half(model) : net::Masters{});
+  net::SGD opt(model.named_parameters(), o.sgd, mixed ? net::convert_to_half(model, o.precision) : net::Masters{});
   std::unique_ptr<net::dist::Reducer> reducer;
   if (comm) {
     reducer = std::make_unique<net::dist::Reducer>(*comm, model.named_parameters(), o.buckets);
     std::fprintf(o.log, "Data-parallel: %d ranks over %s, %s\n", world, comm->backend(), reducer->describe().c_str());
   }
-  net::LossScaler scaler;
+  net::LossScaler scaler(o.precision == DType::f16 ? net::LossScalerOptions{} : unit_loss_scale({}));
   model.train();
   auto step = [&] {
     const Tensor loss = ops::cross_entropy(model(x), y);
     opt.zero_grad();
     if (reducer) reducer->prepare();
     if (mixed) {
-      ops::scale(loss, scaler.scale()).backward();
+      backward_scaled(loss, scaler.scale());
       if (reducer) reducer->finish();
       scaler.update(opt.step_if_finite(o.lr, 1.0 / scaler.scale()));
     } else {

@@ -57,8 +57,10 @@ struct FitOptions {
   Device device = Device::cpu();
   std::vector<std::pair<std::string, std::string>> checkpoint_metadata;
   std::FILE* log = stdout;
-  // f32, or f16: mixed precision (net/mixed_precision.h). fit converts the
-  // model to f16 at the start and back to f32 (the masters) at the end.
+  // f32, or f16 / bf16: mixed precision (net/mixed_precision.h). fit
+  // converts the model to the 16-bit type at the start and back to f32 (the
+  // masters) at the end. bf16 runs without loss scaling (a fixed scale of 1:
+  // inf/NaN steps are still skipped and counted).
   DType precision = DType::f32;
   net::LossScalerOptions loss_scaler;  // f16 only
   // Data-parallel: null (or a world of 1) trains alone.
@@ -73,8 +75,8 @@ struct FitResult {
   double validation_top5 = -1;                          // of the last epoch (-1: none, or < 6 classes)
   double seconds = 0;                                   // wall time of the whole fit
   int64_t steps = 0;                                    // optimizer steps taken or skipped
-  int64_t skipped_steps = 0;                            // f16: steps skipped for inf/NaN gradients
-  double loss_scale = 1.0;                              // f16: the loss scale at the end
+  int64_t skipped_steps = 0;                            // f16/bf16: steps skipped for inf/NaN gradients
+  double loss_scale = 1.0;                              // f16: the loss scale at the end (bf16: 1)
   net::dist::Reducer::Stats comm;                       // data-parallel: all-reduce time, hidden share
 };
 
@@ -108,7 +110,7 @@ struct BenchmarkOptions {
   Device device = Device::cpu();
   uint64_t seed = 0;
   std::FILE* log = stdout;
-  DType precision = DType::f32;  // f16: the mixed-precision step (scaled loss, finite check, masters)
+  DType precision = DType::f32;  // f16/bf16: the mixed-precision step (f16 scaled loss, finite check, masters)
   net::dist::Comm* comm = nullptr;  // data-parallel: every rank runs the benchmark on its own batch
   net::dist::ReducerOptions buckets;
 };

@@ -46,7 +46,7 @@ int run_benchmark(const TrainSettings& s, Device device, const DistRun& dist) {
   b.sgd = {s.mom, s.wd, s.nesterov};
   b.seed = uint64_t(s.seed);
   b.device = device;
-  b.precision = s.precision == "fp16" ? DType::f16 : DType::f32;
+  b.precision = precision_dtype(s.precision);
   b.comm = dist.comm;
   b.buckets = dist.buckets;
   b.log = dist.log;
@@ -169,7 +169,7 @@ int run_train_program(const TrainProgram& program, int argc, char** argv) {
   fo.model_prefix = s.model_prefix;
   fo.device = device;
   fo.log = out;
-  fo.precision = s.precision == "fp16" ? DType::f16 : DType::f32;
+  fo.precision = precision_dtype(s.precision);
   fo.loss_scaler.fixed_scale = s.loss_scale;
   fo.loss_scaler.window = s.scale_window;
   fo.comm = dist.comm;
@@ -211,6 +211,8 @@ int run_train_program(const TrainProgram& program, int argc, char** argv) {
   if (fo.precision == DType::f16)
     std::fprintf(out, "fp16: final loss scale %g, %lld of %lld steps skipped\n", r.loss_scale, (long long)r.skipped_steps,
                  (long long)r.steps);
+  if (fo.precision == DType::bf16)
+    std::fprintf(out, "bf16: %lld of %lld steps skipped\n", (long long)r.skipped_steps, (long long)r.steps);
   if (d->train_loader && d->train_loader->bad_records() > 0)
     std::fprintf(out, "skipped %lld bad records\n", (long long)d->train_loader->bad_records());
   std::fflush(out);

@@ -55,7 +55,9 @@ void declare_train_flags(Flags& f, TrainSettings& s) {
   f.add("lr-factor", &s.lr_factor, "step schedule: multiplier at each step epoch");
   f.add("warmup-epochs", &s.warmup_epochs, "linear warm-up epochs (step and cosine schedules)");
   f.add("label-smoothing", &s.label_smoothing, "label smoothing of the cross-entropy loss");
-  f.add("precision", &s.precision, "fp32, or fp16: f16 weights and activations, f32 master weights and loss scaling");
+  f.add("precision", &s.precision,
+        "fp32; fp16: f16 weights and activations, f32 master weights and loss scaling; bf16: the same in bfloat16, "
+        "without loss scaling");
   f.add("loss-scale", &s.loss_scale, "fp16: a fixed loss scale (0: dynamic, from 2^16)");
   f.add("scale-window", &s.scale_window, "fp16: clean steps before the dynamic loss scale doubles");
   f.group("run");
@@ -110,6 +112,13 @@ std::vector<int64_t> parse_image_shape(const std::string& text) {
   return dims;
 }
 
+DType precision_dtype(const std::string& precision) {
+  if (precision == "fp32") return DType::f32;
+  if (precision == "fp16") return DType::f16;
+  if (precision == "bf16") return DType::bf16;
+  fail(cat("--precision '", precision, "': fp32, fp16 or bf16"));
+}
+
 void validate_train_settings(const TrainSettings& s) {
   EMBER_CHECK(s.network == "resnet", "--network ", s.network, " is not supported (resnet)");
   EMBER_CHECK(s.batch_size > 0, "--batch-size must be positive");
@@ -124,8 +133,12 @@ void validate_train_settings(const TrainSettings& s) {
   EMBER_CHECK(s.num_batches > 0, "--num-batches must be positive");
   EMBER_CHECK(s.conv == "cudnn" || s.conv == "native", "unknown --conv '", s.conv, "' (native or cudnn)");
   EMBER_CHECK(s.data_nthreads >= 0, "--data-nthreads must be >= 0");
-  EMBER_CHECK(s.precision == "fp32" || s.precision == "fp16", "--precision '", s.precision, "': fp32 or fp16");
+  EMBER_CHECK(s.precision == "fp32" || s.precision == "fp16" || s.precision == "bf16", "--precision '", s.precision,
+              "': fp32, fp16 or bf16");
   EMBER_CHECK(s.loss_scale >= 0, "--loss-scale must be >= 0 (0: dynamic)");
+  EMBER_CHECK(s.loss_scale == 0 || s.precision == "fp16", "--loss-scale is for --precision fp16 (",
+              s.precision == "bf16" ? "bf16 has f32's exponent range and trains without loss scaling" : "fp32 has none",
+              ")");
   EMBER_CHECK(s.scale_window > 0, "--scale-window must be positive");
   EMBER_CHECK(s.data_val.empty() || !s.data_train.empty(), "--data-val needs --data-train");
   EMBER_CHECK(s.classes.empty() || s.data_train.empty(), "--classes selects Fashion-MNIST classes; record files hold the classes they were packed with");

@@ -11,6 +11,7 @@
 #include "apps/common/flags.h"
 #include "data/fashion_mnist.h"
 #include "engine/device.h"
+#include "engine/dtype.h"
 
 namespace ember::apps {
 
@@ -82,5 +83,7 @@ Device open_gpu(int index, const std::string& conv, bool cudnn_benchmark, std::F
 Device select_device(const TrainSettings& s, int local_rank, std::FILE* out);
 // "3,224,224" -> {3, 224, 224}
 std::vector<int64_t> parse_image_shape(const std::string& text);
+// --precision as the training dtype: fp32 -> f32, fp16 -> f16, bf16 -> bf16.
+DType precision_dtype(const std::string& precision);
 
 }  // namespace ember::apps

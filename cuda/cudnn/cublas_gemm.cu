@@ -4,9 +4,9 @@
 // [r, c] matrix with leading dimension ld is the column-major [c, r] matrix
 // with the same ld, so row-major C = op(A) op(B) is computed as column-major
 // C^T = op(B)^T op(A)^T: swap the operands and their transposes, and M and N.
-// f16: cublasGemmEx with f16 A/B/C (CUDA_R_16F), f32 compute and f32
-// alpha/beta (CUBLAS_COMPUTE_32F), so products accumulate in f32 and C is
-// rounded once; cuBLAS may use tensor cores for it.
+// f16 and bf16: cublasGemmEx with 16-bit A/B/C (CUDA_R_16F / CUDA_R_16BF),
+// f32 compute and f32 alpha/beta (CUBLAS_COMPUTE_32F), so products
+// accumulate in f32 and C is rounded once; cuBLAS may use tensor cores for it.
 #include "cuda/common.cuh"
 #include "cuda/cudnn/cublas_loader.h"
 #include "cuda/cudnn/cudnn_common.h"
@@ -26,10 +26,11 @@ void cublas_gemm(DType dt, bool trans_a, bool trans_b, int64_t M, int64_t N, int
   } else if (dt == DType::f64) {
     CUBLAS_CHECK(cublas_api().dgemm(h, op_b, op_a, int(N), int(M), int(K), &alpha, static_cast<const double*>(B), int(ldb),
                              static_cast<const double*>(A), int(lda), &beta, static_cast<double*>(C), int(ldc)));
-  } else if (dt == DType::f16) {
+  } else if (is_16bit_float(dt)) {
     const float a = float(alpha), b = float(beta);
-    CUBLAS_CHECK(cublas_api().gemm_ex(h, op_b, op_a, int(N), int(M), int(K), &a, B, CUDA_R_16F, int(ldb), A, CUDA_R_16F,
-                                      int(lda), &b, C, CUDA_R_16F, int(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    const cudaDataType t = dt == DType::f16 ? CUDA_R_16F : CUDA_R_16BF;
+    CUBLAS_CHECK(cublas_api().gemm_ex(h, op_b, op_a, int(N), int(M), int(K), &a, B, t, int(ldb), A, t, int(lda), &b, C,
+                                      t, int(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   } else {
     fail(cat("cublas gemm: unsupported dtype ", dtype_name(dt)));
   }

@@ -3,10 +3,11 @@
 // unbiased variance, saved mean and inverse std) and its backward, and the
 // inference forward. The inference backward stays native (cuDNN has none).
 //   x, y, gx, gy: [N, C, HW] as NCHW with H = HW, W = 1; parameters [C]
-// With f16 activations (CUDNN_DATA_HALF) the derived parameter descriptor is
-// f32 (cudnnDeriveBNTensorDescriptor), which is what ops/kernels.h asks for:
-// gamma, beta, running and saved statistics, ggamma and gbeta stay f32;
-// alpha/beta blend scalars are float for f16 and f32, double for f64.
+// With f16 or bf16 activations (CUDNN_DATA_HALF / CUDNN_DATA_BFLOAT16) the
+// derived parameter descriptor is f32 (cudnnDeriveBNTensorDescriptor), which
+// is what ops/kernels.h asks for: gamma, beta, running and saved statistics,
+// ggamma and gbeta stay f32; alpha/beta blend scalars are float for f16, bf16
+// and f32, double for f64.
 #include "cuda/common.cuh"
 #include "cuda/cudnn/cudnn_common.h"
 #include "cuda/cudnn/cudnn_kernels.h"

@@ -31,11 +31,12 @@ namespace ember::cuda {
 cudnnHandle_t cudnn_handle(cudaStream_t stream);
 cublasHandle_t cublas_handle(cudaStream_t stream);
 
-// The tensor type of dt: f32, f64 or f16 (CUDNN_DATA_HALF); errors otherwise.
+// The tensor type of dt: f32, f64, f16 (CUDNN_DATA_HALF) or bf16
+// (CUDNN_DATA_BFLOAT16); errors otherwise.
 cudnnDataType_t cudnn_type(DType dt, const char* kernel);
-// The compute (accumulation) type for dt: double for f64, float for f32 and
-// f16 (mixed precision: f16 tensors, f32 arithmetic; cuDNN's "pseudo-half"
-// configuration). alpha/beta scalars are double for f64, float otherwise.
+// The compute (accumulation) type for dt: double for f64, float for f32, f16
+// and bf16 (mixed precision: 16-bit tensors, f32 arithmetic; cuDNN's
+// "pseudo-half" / "pseudo-bfloat16" configurations). alpha/beta scalars are double for f64, float otherwise.
 cudnnDataType_t cudnn_compute_type(DType dt);
 
 // alpha = 1 and beta = 0 as cuDNN wants them: double for f64 data, float otherwise.

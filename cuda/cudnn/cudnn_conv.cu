@@ -7,10 +7,10 @@
 // (PyTorch's cudnn.benchmark). Among the candidates that succeed and fit the
 // workspace limit, a deterministic one is preferred, so training runs repeat
 // bit for bit. f32 convolutions use FMA math (no TF32): results stay within
-// f32 rounding of the CPU's. f16 convolutions take f16 tensors and filters
-// with an f32 compute type in the convolution descriptor (f32 accumulation)
-// and may use tensor cores (CUDNN_TENSOR_OP_MATH, which with f16 data and f32
-// compute accumulates in f32). Workspaces come from the caching allocator.
+// f32 rounding of the CPU's. f16 and bf16 convolutions take 16-bit tensors
+// and filters with an f32 compute type in the convolution descriptor (f32
+// accumulation) and may use tensor cores (CUDNN_TENSOR_OP_MATH, which with
+// 16-bit data and f32 compute accumulates in f32; bf16 needs sm 80+). Workspaces come from the caching allocator.
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -56,7 +56,7 @@ struct ConvDescriptors {
     w.kcrs(t, g.K, g.C, g.R, g.S);
     CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv, int(g.pad_h), int(g.pad_w), int(g.stride_h), int(g.stride_w), 1,
                                                 1, CUDNN_CROSS_CORRELATION, cudnn_compute_type(dt)));
-    CUDNN_CHECK(cudnnSetConvolutionMathType(conv, dt == DType::f16 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+    CUDNN_CHECK(cudnnSetConvolutionMathType(conv, is_16bit_float(dt) ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
   }
 };
 

@@ -36,6 +36,7 @@ cudnnDataType_t cudnn_type(DType dt, const char* kernel) {
   if (dt == DType::f32) return CUDNN_DATA_FLOAT;
   if (dt == DType::f64) return CUDNN_DATA_DOUBLE;
   if (dt == DType::f16) return CUDNN_DATA_HALF;
+  if (dt == DType::bf16) return CUDNN_DATA_BFLOAT16;
   fail(cat("cudnn ", kernel, ": unsupported dtype ", dtype_name(dt)));
 }
 

@@ -1,9 +1,9 @@
 // cuda/kernels/batch_norm.cu — the four batch-norm kernels (training and
-// inference forward, and their gradients), f32, f64 and f16; parameters and
-// statistics have the activation type, except with f16 activations, where
+// inference forward, and their gradients), f32, f64, f16 and bf16; parameters
+// and statistics have the activation type, except with 16-bit activations, where
 // they are f32 (ops/kernels.h). Kernels are templated on the activation
 // storage type T; parameters, statistics, coefficients and the arithmetic
-// are P = compute_t<T> (T itself for f32/f64, float for f16).
+// are P = compute_t<T> (T itself for f32/f64, float for f16 and bf16).
 //
 // Layout x: [N, C, HW]; channel c holds M = N*HW values. Every reduction is
 // deterministic and free of atomics, in two passes:

@@ -1,8 +1,8 @@
 // cuda/kernels/conv.cu — im2col, col2im and the three native convolution
 // kernels (groups = 1, dilation = 1, any kernel size, stride and padding),
-// f32, f64 and f16 (f16: the loaders convert gathered values to f32, tiles
-// and accumulators are f32, split-K partials are f32, and each output is
-// rounded once to f16; see compute_t in cuda/common.cuh).
+// f32, f64, f16 and bf16 (16-bit: the loaders convert gathered values to
+// f32, tiles and accumulators are f32, split-K partials are f32, and each
+// output is rounded once; see compute_t in cuda/common.cuh).
 //
 // Convolution is IMPLICIT GEMM: the tiled kernel of gemm.cuh, with loaders
 // that gather the im2col matrix (or its transpose-convolution counterpart)
@@ -211,7 +211,7 @@ struct StoreSlices {
 
 // -------------------------------------------------------------- launchers
 
-// Calls f(T{}, I{}): T from dt (f32/f64/f16 storage), I = int32_t when `max_elems` < 2^31.
+// Calls f(T{}, I{}): T from dt (f32/f64/f16/bf16 storage), I = int32_t when `max_elems` < 2^31.
 template <typename F>
 void dispatch_conv(DType dt, int64_t max_elems, const char* kernel, F&& f) {
   const bool narrow = max_elems < (int64_t(1) << 31);

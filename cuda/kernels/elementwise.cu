@@ -3,7 +3,7 @@
 // (the counterparts of ops/cpu/elementwise.cpp).
 //
 // The elementwise kernels are one grid-stride pass, one element per thread
-// and step, in the element type (f32 or f64; f16 is loaded to f32, computed
+// and step, in the element type (f32 or f64; f16/bf16 is loaded to f32, computed
 // in f32 and rounded once on the store: compute_t in cuda/common.cuh). An output may be exactly one
 // of the inputs (in-place add, relu, gradient accumulation): every element is
 // read and written by the same thread, so that needs no care; partial

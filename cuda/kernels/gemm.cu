@@ -1,6 +1,6 @@
 // cuda/kernels/gemm.cu — the `gemm` kernel of the CUDA table:
-//   C = alpha * op(A) * op(B) + beta * C, row-major, f32, f64 and f16 (f16
-//   operands are staged and accumulated in f32, C rounded once to f16),
+//   C = alpha * op(A) * op(B) + beta * C, row-major, f32, f64, f16 and bf16
+//   (16-bit operands are staged and accumulated in f32, C rounded once),
 //   op(A): [M, K] (A stored [M, K] with lda >= K, or [K, M] with lda >= M
 //   when trans_a), op(B): [K, N] likewise, C: [M, N] with ldc >= N.
 //

@@ -18,9 +18,10 @@
 //   struct Store { __device__ void operator()(int z, int64_t row, int64_t col, T acc) const; };
 //
 // T here is the COMPUTE type (float or double): mixed precision is the
-// loaders' and the store's business. With f16 storage the loaders read
-// __half and return float (so the tiles are staged in shared memory as f32),
-// the kernel accumulates in f32, and the store rounds once to __half.
+// loaders' and the store's business. With f16 or bf16 storage the loaders
+// read __half / __nv_bfloat16 and return float (so the tiles are staged in
+// shared memory as f32), the kernel accumulates in f32, and the store rounds
+// once to the 16-bit type.
 // (No tensor-core WMMA path: the emulator has no tensor cores; an
 // mma.sync/WMMA f16 tile loop is a possible later speed-up on real GPUs.)
 //
@@ -42,7 +43,7 @@
 //
 // Grid: x = column tiles, y = row tiles (a grid-stride loop covers more than
 // 65535), z = split-K slices: slice z sums k in [z*kchunk, min(Kdim, (z+1)*kchunk))
-// and passes z to the store functor. f32 (and f16) accumulates in f32.
+// and passes z to the store functor. f32 (and f16, bf16) accumulates in f32.
 #pragma once
 #include <algorithm>
 #include <cstdint>

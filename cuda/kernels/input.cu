@@ -5,7 +5,7 @@
 // y = (x / 255 - mean[c]) * inv_std[c] is computed as x * a[c] + b[c] with
 // a = inv_std / 255 and b = -mean * inv_std, per-channel constants computed
 // in double on the host and rounded once to the output type, exactly as the
-// CPU kernel does. One grid-stride pass over the N * C * HW pixels. f16
+// CPU kernel does. One grid-stride pass over the N * C * HW pixels. f16/bf16
 // output is computed in f32 (f32 constants) and rounded once.
 #include "cuda/common.cuh"
 #include "cuda/cuda_kernels.h"

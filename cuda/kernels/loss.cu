@@ -6,7 +6,7 @@
 //   p_c = exp(x_c - m) / se,  target_c = (1 - s) * [c == label] + s / C,
 //   loss = lse - (1 - s) * x_label - (s / C) * sum_c x_c
 // exp in the element type, the row sums se and sum_c x_c in double.
-// f16 logits (and glogits) are converted to f32 and everything is computed
+// f16/bf16 logits (and glogits) are converted to f32 and everything is computed
 // in f32 as for f32 data; losses, probs and grad_loss are then f32
 // (P = compute_t<T>, ops/kernels.h).
 //

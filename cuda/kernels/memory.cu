@@ -1,15 +1,15 @@
 // cuda/kernels/memory.cu — the CUDA kernels that only move or convert values:
-// fill (every dtype) and cast (between f32, f64 and f16).
+// fill (every dtype) and cast (between f32, f64, f16 and bf16).
 //
 // Both are one grid-stride pass over n elements. They give the same bits as
 // ops/cpu/memory_kernels.cpp:
 // - fill converts the value once on the host, as the CPU does (integers
-//   truncate; f16 goes double -> float rounded to odd -> half);
-// - cast f64 -> f16 rounds once: the double is narrowed to float with
-//   round-to-odd, then __float2half_rn rounds to nearest even, which equals a
-//   direct correct rounding of the double (the CPU uses the same trick);
-//   f16 -> f32/f64 and f32 -> f64 are exact, f32 -> f16 and f64 -> f32 round
-//   to nearest even.
+//   truncate; f16 and bf16 go double -> float rounded to odd -> 16 bits);
+// - cast f64 -> f16/bf16 rounds once: the double is narrowed to float with
+//   round-to-odd, then __float2half_rn / __float2bfloat16_rn rounds to
+//   nearest even, which equals a direct correct rounding of the double (the
+//   CPU uses the same trick); f16/bf16 -> f32/f64 and f32 -> f64 are exact,
+//   every other cast rounds to nearest even once (f16 <-> bf16 through f32).
 // A cast to the same dtype is a device-to-device copy on the stream.
 #include <cstring>
 
@@ -26,26 +26,18 @@ constexpr unsigned kMemoryThreads = 256;  // threads per block of fill and cast
 
 // (double_to_float_odd is in cuda/common.cuh.)
 
-// One element from type S to type D.
+// One element from type S to type D: through compute_t (exact for the
+// 16-bit types), then one rounding (to_storage: round to nearest even, an
+// f64 narrowed to odd first).
 template <typename S, typename D>
 struct Convert {
-  __device__ __forceinline__ static D apply(S x) { return static_cast<D>(x); }
-};
-template <>
-struct Convert<__half, float> {
-  __device__ __forceinline__ static float apply(__half x) { return __half2float(x); }
-};
-template <>
-struct Convert<__half, double> {
-  __device__ __forceinline__ static double apply(__half x) { return static_cast<double>(__half2float(x)); }
-};
-template <>
-struct Convert<float, __half> {
-  __device__ __forceinline__ static __half apply(float x) { return __float2half_rn(x); }
-};
-template <>
-struct Convert<double, __half> {
-  __device__ __forceinline__ static __half apply(double x) { return __float2half_rn(double_to_float_odd(x)); }
+  __device__ __forceinline__ static D apply(S x) {
+    const auto v = to_compute(x);  // float for f16/bf16, else x itself
+    if constexpr (std::is_same_v<D, float> || std::is_same_v<D, double>)
+      return static_cast<D>(v);
+    else
+      return to_storage<D>(v);
+  }
 };
 
 // ----------------------------------------------------------------- kernels
@@ -89,30 +81,24 @@ void fill(DType dt, void* y, int64_t n, double value, Stream stream) {
     case DType::i32: return launch_fill(y, n, static_cast<int32_t>(value), s);
     case DType::i64: return launch_fill(y, n, static_cast<int64_t>(value), s);
     case DType::u8: return launch_fill(y, n, static_cast<uint8_t>(value), s);
+    case DType::bf16: return launch_fill(y, n, __float2bfloat16_rn(double_to_float_odd(value)), s);
   }
   fail(cat("cuda fill: unsupported dtype ", dtype_name(dt)));
 }
 
 // y[i] = (dst_dt) x[i]                                      x, y: [n]
 void cast(DType src_dt, const void* x, DType dst_dt, void* y, int64_t n, Stream stream) {
-  auto is_cast_type = [](DType t) { return t == DType::f32 || t == DType::f64 || t == DType::f16; };
-  EMBER_CHECK(is_cast_type(src_dt) && is_cast_type(dst_dt), "cuda cast: unsupported dtypes ", dtype_name(src_dt),
-              " -> ", dtype_name(dst_dt), " (f32, f64, f16 only)");
+  EMBER_CHECK(is_floating(src_dt) && is_floating(dst_dt), "cuda cast: unsupported dtypes ", dtype_name(src_dt),
+              " -> ", dtype_name(dst_dt), " (f32, f64, f16, bf16 only)");
   if (n <= 0) return;
   const cudaStream_t s = as_cuda_stream(stream);
   if (src_dt == dst_dt) {
     if (x != y) CUDA_CHECK(cudaMemcpyAsync(y, x, size_t(n) * dtype_size(src_dt), cudaMemcpyDeviceToDevice, s));
     return;
   }
-  using F32 = float;
-  using F64 = double;
-  using F16 = __half;
-  const bool to_f16 = dst_dt == DType::f16;
-  switch (src_dt) {
-    case DType::f32: return to_f16 ? launch_cast<F32, F16>(x, y, n, s) : launch_cast<F32, F64>(x, y, n, s);
-    case DType::f64: return to_f16 ? launch_cast<F64, F16>(x, y, n, s) : launch_cast<F64, F32>(x, y, n, s);
-    default: return dst_dt == DType::f32 ? launch_cast<F16, F32>(x, y, n, s) : launch_cast<F16, F64>(x, y, n, s);
-  }
+  dispatch_float_half(src_dt, "cast", [&](auto src) {
+    dispatch_float_half(dst_dt, "cast", [&](auto dst) { launch_cast<decltype(src), decltype(dst)>(x, y, n, s); });
+  });
 }
 
 }  // namespace ember::cuda

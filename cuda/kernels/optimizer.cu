@@ -7,7 +7,7 @@
 //   w -= lr * (nesterov ? g' + momentum * buf : buf)  (g' when momentum == 0)
 // One grid-stride pass over w, g and buf; the form is chosen on the host and
 // is the same for every thread. With momentum == 0 buf is never touched (it
-// may be nullptr). f16 w/g/buf are loaded to f32, updated in f32 and rounded
+// may be nullptr). f16/bf16 w/g/buf are loaded to f32, updated in f32 and rounded
 // once each (the trainer normally keeps f32 masters and calls this with f32).
 #include "cuda/common.cuh"
 #include "cuda/cuda_kernels.h"

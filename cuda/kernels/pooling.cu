@@ -1,6 +1,6 @@
 // cuda/kernels/pooling.cu — max pooling (with argmax) and adaptive average
-// pooling, forward and backward, f32, f64 and f16 (f16 values are compared
-// and summed in f32 or double and rounded once on the store).
+// pooling, forward and backward, f32, f64, f16 and bf16 (16-bit values are
+// compared and summed in f32 or double and rounded once on the store).
 //
 // Forward kernels run one thread per output element and scan its window.
 // Backward kernels are GATHERS, one thread per input pixel: it visits the

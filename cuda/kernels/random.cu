@@ -9,7 +9,7 @@
 //            r = sqrt(-2 log u32_to_unit_open0(w0)), t = 2 pi u32_to_unit(w1),
 //            y = mean + std * r * cos t,  mean + std * r * sin t
 // computed in double with the CPU's expressions and rounded once to the
-// output type (f16: one correct rounding of the double, through
+// output type (f16, bf16: one correct rounding of the double, through
 // to_storage). One thread per Philox block (uniform) or pair (normal), in a
 // grid-stride loop. The uniform fill is pure arithmetic and gives the CPU's
 // bits; the normal fill also calls log, sqrt, cos and sin, whose last bit may

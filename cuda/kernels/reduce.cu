@@ -12,7 +12,7 @@
 // argmax_rows gives the first index of the largest value, a NaN counting as
 // the largest: each thread scans its columns in increasing order, and the
 // threads are combined by argmax's total order (NaN, then value, then the
-// smaller index), so the result is exactly the CPU's. f16 data is compared
+// smaller index), so the result is exactly the CPU's. f16/bf16 data is compared
 // as f32 (exact) and summed in double like the rest. Narrow rows take one
 // warp each; rows of kArgmaxBlockMinCols columns or more take one block each.
 #include <algorithm>

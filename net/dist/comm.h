@@ -1,5 +1,5 @@
 // net/dist/comm.h — the one interface data-parallel training talks to:
-// all-reduce (sum or average) of f32/f16/f64 buffers, broadcast, barrier,
+// all-reduce (sum or average) of f32/f16/bf16/f64 buffers, broadcast, barrier,
 // across the ranks of a run. Two implementations: the TCP ring written here
 // (net/dist/tcp_comm.h, host buffers) and NCCL (net/dist/nccl_comm.h, GPU
 // buffers).

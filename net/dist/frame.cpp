@@ -66,8 +66,7 @@ std::string describe_collective(FrameOp op, uint64_t seq, uint64_t count, DType 
 }
 
 std::string describe_frame(const FrameHeader& h) {
-  const uint8_t max_dtype = uint8_t(DType::u8);
-  const DType dt = h.dtype <= max_dtype ? DType(h.dtype) : DType::u8;
+  const DType dt = h.dtype < kNumDTypes ? DType(h.dtype) : DType::u8;
   return describe_collective(h.op, h.seq, h.count, dt, ReduceOp(h.reduce & 1), int(h.root));
 }
 

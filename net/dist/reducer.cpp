@@ -19,8 +19,8 @@ Reducer::Reducer(Comm& comm, const std::vector<NamedParameter>& params, const Re
     Tensor* t = params[size_t(i)].tensor;
     if (!t->requires_grad()) continue;  // frozen parameters are not reduced
     const DType dt = t->dtype();
-    EMBER_CHECK(dt == DType::f32 || dt == DType::f16 || dt == DType::f64, "data-parallel: parameter '",
-                params[size_t(i)].name, "' is ", t->str(), " (f32, f16 or f64 gradients only)");
+    EMBER_CHECK(dt == DType::f32 || dt == DType::f64 || is_16bit_float(dt), "data-parallel: parameter '",
+                params[size_t(i)].name, "' is ", t->str(), " (f32, f16, bf16 or f64 gradients only)");
     auto it = open.find(dt);
     const size_t bytes = size_t(t->numel()) * dtype_size(dt);
     if (it != open.end()) {

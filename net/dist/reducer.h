@@ -36,7 +36,7 @@ struct ReducerOptions {
 class Reducer {
  public:
   // Installs the hooks on the parameters (which must not be replaced while
-  // the reducer lives: build it after any f16 conversion).
+  // the reducer lives: build it after any f16/bf16 conversion).
   Reducer(Comm& comm, const std::vector<NamedParameter>& params, const ReducerOptions& options = {});
   ~Reducer();  // removes the hooks
   Reducer(const Reducer&) = delete;

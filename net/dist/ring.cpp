@@ -353,13 +353,13 @@ void Ring::run(Collective& c) {
 }
 
 void Ring::all_reduce(void* data, uint64_t count, DType dtype, ReduceOp op, const std::string& what) {
-  EMBER_CHECK(dtype == DType::f32 || dtype == DType::f16 || dtype == DType::f64, "all_reduce: ", dtype_name(dtype),
-              " buffers are not supported (f32, f16, f64)");
+  EMBER_CHECK(dtype == DType::f32 || dtype == DType::f64 || is_16bit_float(dtype), "all_reduce: ", dtype_name(dtype),
+              " buffers are not supported (f32, f16, bf16, f64)");
   Collective c{FrameOp::all_reduce, dtype, op, 0, count, ++seq_, what, {}, {}};
   const uint64_t P = uint64_t(world_), r = uint64_t(rank_);
   const size_t esize = dtype_size(dtype);
   char* base = static_cast<char*>(data);
-  if (op == ReduceOp::average && dtype == DType::f16) scale_in_place(dtype, data, count, 1.0 / double(P));
+  if (op == ReduceOp::average && is_16bit_float(dtype)) scale_in_place(dtype, data, count, 1.0 / double(P));
   const uint64_t max_chunk = (count + P - 1) / P;
   const uint64_t seg_elems = std::max<uint64_t>(1, options_.segment_bytes / esize);
   const uint64_t nseg = std::max<uint64_t>(1, (max_chunk + seg_elems - 1) / seg_elems);
@@ -380,7 +380,7 @@ void Ring::all_reduce(void* data, uint64_t count, DType dtype, ReduceOp op, cons
                          s == 0 ? 0 : (s - 1) * nseg + j + 1});
       segment(recv_chunk, j, b, e);
       Arrival a = s + 1 < P ? Arrival::reduce : Arrival::copy;
-      if (s + 2 == P && op == ReduceOp::average && dtype != DType::f16) a = Arrival::reduce_then_scale;
+      if (s + 2 == P && op == ReduceOp::average && !is_16bit_float(dtype)) a = Arrival::reduce_then_scale;
       c.recvs.push_back({base + b * esize, uint32_t((e - b) * esize), uint32_t(s), uint32_t(j), a});
     }
   }

@@ -14,9 +14,10 @@
 // Broadcast is a pipelined chain from the root; a barrier is an all-reduce
 // of nothing (every rank must hear, through the ring, from every other).
 //
-// f16 travels as f16 and is summed in f32 (each partial sum rounded to f16
-// once per hop, as NCCL does); an f16 average divides by P before the sum
-// (so partial sums cannot overflow where the average would not); f32/f64
+// f16 and bf16 travel as themselves and are summed in f32 (each partial sum
+// rounded to the 16-bit type once per hop, as NCCL does); their averages
+// divide by P before the sum (so f16 partial sums cannot overflow where the
+// average would not; bf16 does the same, for one rule); f32/f64
 // averages divide the owned chunk by P before the all-gather. Every rank
 // ends with the same bits.
 //

@@ -259,8 +259,8 @@ std::shared_ptr<Work> TcpComm::enqueue(Op op) {
 
 std::shared_ptr<Work> TcpComm::all_reduce(const Tensor& t, ReduceOp op, const std::string& what) {
   check_buffer(t, "all_reduce");
-  EMBER_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::f16 || t.dtype() == DType::f64,
-              "all_reduce: f32, f16 or f64 buffers, got ", t.str());
+  EMBER_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::f64 || is_16bit_float(t.dtype()),
+              "all_reduce: f32, f16, bf16 or f64 buffers, got ", t.str());
   if (!ring_) return finished_work();  // one rank: the sum and the average are the buffer itself
   return enqueue(Op{Kind::all_reduce, t, op, 0, what, nullptr});
 }

@@ -17,8 +17,8 @@
 // which cancels in f32 when |mean| >> std.
 //
 // Parameters and statistics (gamma, beta, running and saved stats, ggamma,
-// gbeta) have type P: f32 for f16 and f32 activations, f64 for f64
-// (ops/kernels.h). f16 planes are converted to f32 into thread-local buffers
+// gbeta) have type P: f32 for f16, bf16 and f32 activations, f64 for f64
+// (ops/kernels.h). f16/bf16 planes are converted to f32 into thread-local buffers
 // (ops/cpu/f16_util.h) and outputs rounded once on store.
 #include <algorithm>
 #include <cmath>
@@ -203,7 +203,7 @@ void forward_train(DType dt, const char* kernel, const void* x, const void* gamm
   dispatch_storage(dt, kernel, [&](auto zero) {
     using S = decltype(zero);
     using T = compute_t<S>;
-    using P = T;  // parameter type (f32 for f16 and f32, f64 for f64)
+    using P = T;  // parameter type (f32 for f16, bf16 and f32, f64 for f64)
     const S* sx = static_cast<const S*>(x);
     S* sy = static_cast<S*>(y);
     const P* pg = static_cast<const P*>(gamma);

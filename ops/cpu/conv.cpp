@@ -35,7 +35,8 @@
 // padded grid and im2col convert while they copy, pointwise convolutions
 // convert the image while packing it and compute the output in cache-sized
 // chunks, and the pointwise filter gradient converts its operands chunk by
-// chunk (ops/cpu/gemm_f16.h). Each output is rounded into f16 once.
+// chunk (ops/cpu/gemm_f16.h). Each output is rounded into f16 once. bf16
+// takes the same paths (the helpers are templates over the 16-bit type).
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
@@ -208,7 +209,7 @@ void for_each_stack(int64_t N, int64_t stack, int64_t flops_per_image, F&& chunk
 // the thread's column buffer.
 template <typename S>
 const compute_t<S>* columns(const Conv2dGeometry& g, const S* x) {
-  if constexpr (!is_f16_v<S>)
+  if constexpr (!is_half_v<S>)
     if (is_pointwise(g)) return x;
   compute_t<S>* col = local_buffer<compute_t<S>, kColumn>(g.col_rows() * g.col_cols());
   im2col_image(g, x, col);
@@ -222,7 +223,7 @@ void forward_image_im2col(const Conv2dGeometry& g, const S* x, const S* w, S* y,
   using T = compute_t<S>;
   const int64_t CRS = g.col_rows(), PQ = g.col_cols();
   const T* col = columns(g, x);
-  if constexpr (is_f16_v<S>) {
+  if constexpr (is_half_v<S>) {
     gemm_f16a_chunked(false, g.K, PQ, CRS, w, CRS, col, PQ, y, PQ, parallel_gemm);
   } else {
     auto mm = parallel_gemm ? gemm_parallel<T> : gemm_serial<T>;
@@ -276,7 +277,7 @@ void conv_forward_gemm(const Conv2dGeometry& g, const S* x, const S* w, S* y) {
     const S* xn = x + n * CHW;
     S* yn = y + n * KPQ;
     if (is_pointwise(g)) {  // the image is the column matrix
-      if constexpr (is_f16_v<S>) {
+      if constexpr (is_half_v<S>) {
         gemm_f16a_chunked(false, g.K, PQ, g.C, w, g.C, xn, PQ, yn, PQ, par);
       } else {
         auto mm = par ? gemm_parallel<T> : gemm_serial<T>;
@@ -316,7 +317,7 @@ void conv_backward_data_gemm(const Conv2dGeometry& g, const S* gy, const S* w, S
   const int64_t CRS = g.col_rows(), PQ = g.col_cols(), CHW = g.C * g.H * g.W, KPQ = g.K * PQ;
   if (is_pointwise(g) && !stacks_images(g)) {  // gx[n] = w^T gy[n] (else: the transposed filter's forward, below)
     for_each_image(g.N, conv_flops(g), [&](int64_t n, bool par) {
-      if constexpr (is_f16_v<S>) {
+      if constexpr (is_half_v<S>) {
         gemm_f16a_chunked(true, g.C, PQ, g.K, w, CRS, gy + n * KPQ, PQ, gx + n * CHW, PQ, par);
       } else {
         auto mm = par ? gemm_parallel<T> : gemm_serial<T>;
@@ -332,7 +333,7 @@ void conv_backward_data_gemm(const Conv2dGeometry& g, const S* gy, const S* w, S
   }
   for_each_image(g.N, conv_flops(g), [&](int64_t n, bool par) {
     T* dcol = local_buffer<T, kColumn>(CRS * PQ);
-    if constexpr (is_f16_v<S>) {
+    if constexpr (is_half_v<S>) {
       gemm_f16a_chunked(true, CRS, PQ, g.K, w, CRS, gy + n * KPQ, PQ, dcol, PQ, par);
     } else {
       auto mm = par ? gemm_parallel<T> : gemm_serial<T>;
@@ -377,7 +378,7 @@ void conv_backward_filter_gemm(const Conv2dGeometry& g, const S* x, const S* gy,
       gemm_nt_rows<T>(g.K, CRS, L, T(1), gyg, L, rows, T(1), acc, CRS);
       return;
     }
-    if constexpr (is_f16_v<S>) {
+    if constexpr (is_half_v<S>) {
       if (is_pointwise(g)) {  // converts gy and x in chunks along PQ
         for (int64_t i = 0; i < count; ++i)
           gemm_nt_accumulate_f16(g.K, CRS, PQ, gy + (n0 + i) * g.K * PQ, PQ, x + (n0 + i) * CHW, PQ, acc, CRS);

@@ -390,6 +390,7 @@ void conv_backward_filter_window(const Conv2dGeometry& g, const S* x, const S* g
 EMBER_CONV_WINDOW_INSTANTIATE(float)
 EMBER_CONV_WINDOW_INSTANTIATE(double)
 EMBER_CONV_WINDOW_INSTANTIATE(f16)
+EMBER_CONV_WINDOW_INSTANTIATE(bf16)
 #undef EMBER_CONV_WINDOW_INSTANTIATE
 
 }  // namespace ember::cpu

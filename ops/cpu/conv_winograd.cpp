@@ -181,5 +181,6 @@ void conv_forward_winograd(const Conv2dGeometry& g, const S* x, const S* w, S* y
 template void conv_forward_winograd<float>(const Conv2dGeometry&, const float*, const float*, float*);
 template void conv_forward_winograd<double>(const Conv2dGeometry&, const double*, const double*, double*);
 template void conv_forward_winograd<f16>(const Conv2dGeometry&, const f16*, const f16*, f16*);
+template void conv_forward_winograd<bf16>(const Conv2dGeometry&, const bf16*, const bf16*, bf16*);
 
 }  // namespace ember::cpu

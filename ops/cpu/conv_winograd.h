@@ -18,7 +18,7 @@
 
 namespace ember::cpu {
 
-// y = conv(x, w) by F(2x2, 3x3); S is the storage type (f16, f32, f64).
+// y = conv(x, w) by F(2x2, 3x3); S is the storage type (f16, bf16, f32, f64).
 //   x: [N, C, H, W]   w: [K, C, 3, 3]   y: [N, K, P, Q]
 template <typename S>
 void conv_forward_winograd(const Conv2dGeometry& g, const S* x, const S* w, S* y);

@@ -2,9 +2,10 @@
 // ops/kernels.h (same names and signatures, namespace ember::cpu), plus the
 // helpers the CPU files share. cpu_kernels.cpp puts them in the table.
 //
-// Every kernel supports f32, f64 (f64 exists for the gradient checks) and f16
-// (storage only: f32 arithmetic, see ops/cpu/f16_util.h and ops/kernels.h)
-// and parallelises with engine/parallel.h. Shapes are in ops/kernels.h.
+// Every kernel supports f32, f64 (f64 exists for the gradient checks), f16
+// and bf16 (storage only: f32 arithmetic, see ops/cpu/f16_util.h and
+// ops/kernels.h) and parallelises with engine/parallel.h. Shapes are in
+// ops/kernels.h.
 #pragma once
 #include "engine/error.h"
 #include "ops/kernels.h"
@@ -12,7 +13,7 @@
 namespace ember::cpu {
 
 // Calls f(T{}) with T = float or double for dt; any other dtype is an error
-// (the f16-aware kernels use dispatch_storage in f16_util.h instead).
+// (the kernels that take 16-bit types use dispatch_storage in f16_util.h instead).
 template <typename F>
 decltype(auto) dispatch_float(DType dt, const char* kernel, F&& f) {
   switch (dt) {

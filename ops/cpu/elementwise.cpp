@@ -7,8 +7,8 @@
 // An output may be the very same array as an input (in-place add, relu or
 // gradient accumulation); `#pragma omp simd` states that this is safe (each
 // element is read before it is written) without a runtime aliasing check.
-// Partially overlapping arrays are not supported. f16 runs the same loops in
-// f32 over converted chunks (ops/cpu/f16_util.h), rounding once on store;
+// Partially overlapping arrays are not supported. f16 and bf16 run the same
+// loops in f32 over converted chunks (ops/cpu/f16_util.h), rounding once on store;
 // add, gradient accumulation and relu run in f16 arithmetic instead where
 // the CPU has AVX512-FP16, which gives the same bits (ops/cpu/f16_native.h).
 #include <algorithm>
@@ -161,7 +161,7 @@ void bias_add(DType dt, void* y, const void* b, int64_t outer, int64_t channels,
     using T = compute_t<S>;
     S* sy = static_cast<S*>(y);
     std::vector<T> bias(static_cast<size_t>(channels));  // b in the compute type
-    if constexpr (is_f16_v<S>) {
+    if constexpr (is_half_v<S>) {
       h2f(static_cast<const S*>(b), bias.data(), channels);
     } else {
       std::copy(static_cast<const S*>(b), static_cast<const S*>(b) + channels, bias.begin());
@@ -198,8 +198,8 @@ void bias_backward(DType dt, const void* gy, void* gb, int64_t outer, int64_t ch
     const S* sgy = static_cast<const S*>(gy);
     S* __restrict pgb = static_cast<S*>(gb);
     auto put = [&](int64_t c, double v) {
-      if constexpr (is_f16_v<S>) {
-        pgb[c] = double_to_f16(v);
+      if constexpr (is_half_v<S>) {
+        pgb[c] = double_to_half<S>(v);
       } else {
         pgb[c] = static_cast<S>(v);
       }

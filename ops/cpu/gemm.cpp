@@ -8,8 +8,8 @@
 // Padding rows/columns of partial panels are packed as zeros, so the
 // micro-kernel has no edge cases; partial tiles are stored through a buffer.
 //
-// f16 operands go through ops/cpu/gemm_f16.cpp, which converts them around
-// this f32 GEMM.
+// f16 and bf16 operands go through ops/cpu/gemm_f16.cpp, which converts
+// them around this f32 GEMM.
 #include "ops/cpu/gemm.h"
 
 #include <algorithm>
@@ -36,7 +36,7 @@ constexpr int64_t kMC = 144;
 constexpr int64_t kNC = 3072;
 
 // Packs rows [0, mc) x inner [0, kc) of op(A) into MR-row panels, zero padded,
-// converting A's type TA (T, or f16 for T = float) on the way.
+// converting A's type TA (T, or f16/bf16 for T = float) on the way.
 //   A(i, k) = trans_a ? A[k * lda + i] : A[i * lda + k]
 template <typename T, typename TA>
 void pack_a(bool trans_a, const TA* A, int64_t lda, int64_t mc, int64_t kc, int MR, T* dst) {
@@ -243,6 +243,8 @@ EMBER_GEMM_INSTANTIATE(double)
 #undef EMBER_GEMM_INSTANTIATE
 template void gemm_serial_packed<float, f16>(bool, int64_t, int64_t, int64_t, float, const f16*, int64_t,
                                              const PackB<float>&, float, float*, int64_t);
+template void gemm_serial_packed<float, bf16>(bool, int64_t, int64_t, int64_t, float, const bf16*, int64_t,
+                                              const PackB<float>&, float, float*, int64_t);
 
 
 void gemm(DType dt, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const void* A,
@@ -250,6 +252,11 @@ void gemm(DType dt, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
   if (dt == DType::f16) {
     gemm_f16(trans_a, trans_b, M, N, K, float(alpha), static_cast<const f16*>(A), lda, static_cast<const f16*>(B),
              ldb, float(beta), static_cast<f16*>(C), ldc);
+    return;
+  }
+  if (dt == DType::bf16) {
+    gemm_f16(trans_a, trans_b, M, N, K, float(alpha), static_cast<const bf16*>(A), lda, static_cast<const bf16*>(B),
+             ldb, float(beta), static_cast<bf16*>(C), ldc);
     return;
   }
   dispatch_float(dt, "gemm", [&](auto zero) {

@@ -31,7 +31,7 @@ void gemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T 
 
 // C = alpha * op(A) * B + beta * C where B is never materialised: the
 // packer produces its panels (the convolutions pack straight from images).
-// A may be f16 with T = float (f16 weights): it is converted as it is packed.
+// A may be f16 or bf16 with T = float (16-bit weights): it is converted as it is packed.
 template <typename T, typename TA = T>
 void gemm_serial_packed(bool trans_a, int64_t M, int64_t N, int64_t K, T alpha, const TA* A, int64_t lda,
                         const PackB<T>& pack_b, T beta, T* C, int64_t ldc);

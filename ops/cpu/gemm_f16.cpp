@@ -1,4 +1,4 @@
-// ops/cpu/gemm_f16.cpp — f16 operands around the f32 GEMM (see gemm_f16.h).
+// ops/cpu/gemm_f16.cpp — f16 (and bf16) operands around the f32 GEMM (see gemm_f16.h).
 #include "ops/cpu/gemm_f16.h"
 
 #include <algorithm>
@@ -19,7 +19,8 @@ constexpr int kA = 20, kB = 21, kC = 22, kChunkA = 23, kChunkB = 24, kChunkC = 2
 constexpr int64_t kCacheFloats = int64_t(1) << 18;
 
 // rows x cols f16 matrix with leading dimension ld -> dense f32 [rows, cols].
-void rows_to_float(const f16* src, int64_t ld, int64_t rows, int64_t cols, float* dst) {
+template <typename H>
+void rows_to_float(const H* src, int64_t ld, int64_t rows, int64_t cols, float* dst) {
   parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, cols)), [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) h2f(src + r * ld, dst + r * cols, cols);
   });
@@ -45,8 +46,9 @@ void pack_b_converting(const TB* B, int64_t ldb, int64_t k0, int64_t kc, int64_t
 
 }  // namespace
 
-void gemm_f16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const f16* A, int64_t lda,
-              const f16* B, int64_t ldb, float beta, f16* C, int64_t ldc) {
+template <typename H>
+void gemm_f16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const H* A, int64_t lda,
+              const H* B, int64_t ldb, float beta, H* C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
   const int64_t a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
   const int64_t b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
@@ -66,8 +68,8 @@ void gemm_f16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float
   });
 }
 
-template <typename TB, typename TC>
-void gemm_f16a_chunked(bool trans_a, int64_t M, int64_t N, int64_t K, const f16* A, int64_t lda, const TB* B,
+template <typename TB, typename TC, typename H>
+void gemm_f16a_chunked(bool trans_a, int64_t M, int64_t N, int64_t K, const H* A, int64_t lda, const TB* B,
                        int64_t ldb, TC* C, int64_t ldc, bool parallel) {
   if (M <= 0 || N <= 0) return;
   const int NR = gemm_panel_width<float>();
@@ -96,7 +98,7 @@ void gemm_f16a_chunked(bool trans_a, int64_t M, int64_t N, int64_t K, const f16*
         const PackB<float> pack = [&](int64_t k0, int64_t kc, int64_t jb, int64_t nb, float* dst) {
           pack_b_converting(B + j0, ldb, k0, kc, jb, nb, dst);
         };
-        gemm_serial_packed<float, f16>(trans_a, M, nc, K, 1.0f, A, lda, pack, 0.0f, cf, ldcf);
+        gemm_serial_packed<float, H>(trans_a, M, nc, K, 1.0f, A, lda, pack, 0.0f, cf, ldcf);
       }
       if constexpr (!std::is_same_v<TC, float>)
         for (int64_t i = 0; i < M; ++i) f2h(cf + i * nc, C + i * ldc + j0, nc);
@@ -108,14 +110,8 @@ void gemm_f16a_chunked(bool trans_a, int64_t M, int64_t N, int64_t K, const f16*
     run(0, chunks);
 }
 
-template void gemm_f16a_chunked<f16, f16>(bool, int64_t, int64_t, int64_t, const f16*, int64_t, const f16*, int64_t,
-                                          f16*, int64_t, bool);
-template void gemm_f16a_chunked<float, f16>(bool, int64_t, int64_t, int64_t, const f16*, int64_t, const float*,
-                                            int64_t, f16*, int64_t, bool);
-template void gemm_f16a_chunked<f16, float>(bool, int64_t, int64_t, int64_t, const f16*, int64_t, const f16*,
-                                            int64_t, float*, int64_t, bool);
-
-void gemm_nt_accumulate_f16(int64_t M, int64_t N, int64_t K, const f16* A, int64_t lda, const f16* B, int64_t ldb,
+template <typename H>
+void gemm_nt_accumulate_f16(int64_t M, int64_t N, int64_t K, const H* A, int64_t lda, const H* B, int64_t ldb,
                             float* acc, int64_t ldacc) {
   if (M <= 0 || N <= 0 || K <= 0) return;
   // Inner chunk: both converted blocks within the cache budget, but long
@@ -130,5 +126,20 @@ void gemm_nt_accumulate_f16(int64_t M, int64_t N, int64_t K, const f16* A, int64
     gemm_serial<float>(false, true, M, N, kc, 1.0f, af, kc, bf, kc, 1.0f, acc, ldacc);
   }
 }
+
+#define EMBER_GEMM_HALF_INSTANTIATE(H)                                                                           \
+  template void gemm_f16<H>(bool, bool, int64_t, int64_t, int64_t, float, const H*, int64_t, const H*, int64_t, float, \
+                            H*, int64_t);                                                                          \
+  template void gemm_f16a_chunked<H, H, H>(bool, int64_t, int64_t, int64_t, const H*, int64_t, const H*, int64_t,  \
+                                           H*, int64_t, bool);                                                      \
+  template void gemm_f16a_chunked<float, H, H>(bool, int64_t, int64_t, int64_t, const H*, int64_t, const float*,   \
+                                               int64_t, H*, int64_t, bool);                                         \
+  template void gemm_f16a_chunked<H, float, H>(bool, int64_t, int64_t, int64_t, const H*, int64_t, const H*,       \
+                                               int64_t, float*, int64_t, bool);                                     \
+  template void gemm_nt_accumulate_f16<H>(int64_t, int64_t, int64_t, const H*, int64_t, const H*, int64_t, float*,  \
+                                          int64_t);
+EMBER_GEMM_HALF_INSTANTIATE(f16)
+EMBER_GEMM_HALF_INSTANTIATE(bf16)
+#undef EMBER_GEMM_HALF_INSTANTIATE
 
 }  // namespace ember::cpu

@@ -32,7 +32,7 @@ inline void valid_q_range(const Conv2dGeometry& g, int64_t s, int64_t& lo, int64
 
 template <typename S, typename T>
 void im2col_image(const Conv2dGeometry& g, const S* x, T* col) {
-  static_assert(std::is_same_v<S, T>, "only f16 -> f32 converts (the specialisation below)");
+  static_assert(std::is_same_v<S, T>, "only f16/bf16 -> f32 convert (the specialisations below)");
   const int64_t PQ = g.P * g.Q;
   for (int64_t c = 0; c < g.C; ++c)
     for (int64_t r = 0; r < g.R; ++r)
@@ -66,6 +66,11 @@ void im2col_image<f16, float>(const Conv2dGeometry& g, const f16* x, float* col)
   constexpr int kImageF32 = 30;
   im2col_image(g, load<kImageF32>(x, g.C * g.H * g.W), col);
 }
+template <>
+void im2col_image<bf16, float>(const Conv2dGeometry& g, const bf16* x, float* col) {
+  constexpr int kImageF32 = 30;
+  im2col_image(g, load<kImageF32>(x, g.C * g.H * g.W), col);
+}
 
 // col: [C*R*S, P*Q] -> x: [C, H, W] (sum of every column entry at its position)
 template <typename T>
@@ -94,6 +99,7 @@ void col2im_image(const Conv2dGeometry& g, const T* col, T* x) {
 template void im2col_image<float, float>(const Conv2dGeometry&, const float*, float*);
 template void im2col_image<double, double>(const Conv2dGeometry&, const double*, double*);
 template void im2col_image<f16, f16>(const Conv2dGeometry&, const f16*, f16*);
+template void im2col_image<bf16, bf16>(const Conv2dGeometry&, const bf16*, bf16*);
 template void col2im_image<float>(const Conv2dGeometry&, const float*, float*);
 template void col2im_image<double>(const Conv2dGeometry&, const double*, double*);
 

@@ -8,7 +8,7 @@
 
 namespace ember::cpu {
 
-// x: [C, H, W] -> col: [C*R*S, P*Q]; S -> T is f32/f64/f16 to itself, or f16 to f32.
+// x: [C, H, W] -> col: [C*R*S, P*Q]; S -> T is f32/f64/f16/bf16 to itself, or f16/bf16 to f32.
 template <typename S, typename T>
 void im2col_image(const Conv2dGeometry& g, const S* x, T* col);
 

@@ -5,7 +5,7 @@
 // y = (x / 255 - mean[c]) * inv_std[c] is computed as x * a[c] + b[c] with
 // a = inv_std / 255 and b = -mean * inv_std (per-channel constants in double,
 // rounded once to the output type), one plane [HW] of one image at a time;
-// f16 output is computed in f32 and rounded once per value.
+// f16/bf16 output is computed in f32 and rounded once per value.
 #include <algorithm>
 
 #include "engine/parallel.h"

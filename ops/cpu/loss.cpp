@@ -8,7 +8,7 @@
 // (the target sums to one). Row sums are accumulated in double. Labels are
 // checked on the calling thread before any work, so a bad label is an
 // ember::Error, never an exception inside a parallel region.
-// f16 logits (and glogits) are converted per row; probs, losses and
+// f16/bf16 logits (and glogits) are converted per row; probs, losses and
 // grad_loss are f32 then (ops/kernels.h), and all arithmetic is in f32/f64.
 #include <algorithm>
 #include <cmath>
@@ -34,7 +34,7 @@ void softmax_cross_entropy_forward(DType dt, const void* logits, const int64_t* 
   dispatch_storage(dt, "softmax_cross_entropy_forward", [&](auto zero) {
     using S = decltype(zero);
     using T = compute_t<S>;
-    using P = T;  // loss and probs type (f32 for f16 and f32, f64 for f64)
+    using P = T;  // loss and probs type (f32 for f16, bf16 and f32, f64 for f64)
     check_labels(labels, N, classes, "softmax_cross_entropy_forward");
     const S* sx = static_cast<const S*>(logits);
     T* pp = static_cast<T*>(probs);

@@ -4,14 +4,16 @@
 //
 // fill takes any dtype (a tensor of labels or pixels can be filled too) and
 // converts the value once, as cast would (integers truncate, as in C++). cast converts between
-// f32, f64 and f16 (f16 is raw IEEE binary16 bits, converted with the bulk
-// routines of engine/half.h). f64 -> f16 rounds once, correctly: the double
-// is first narrowed to float with round-to-odd, which makes the following
-// float -> half rounding give the same result as a direct rounding.
+// f32, f64, f16 and bf16 (raw 16-bit patterns, converted with the bulk
+// routines of engine/half.h and engine/bfloat16.h). Every cast rounds once,
+// correctly: a 16-bit type goes through f32 (which holds it exactly), and
+// an f64 is first narrowed to float with round-to-odd, which makes the
+// following float -> 16-bit rounding give the same result as a direct one.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "engine/bfloat16.h"
 #include "engine/half.h"
 #include "engine/parallel.h"
 #include "ops/cpu/cpu_kernels.h"
@@ -49,14 +51,14 @@ void fill(DType dt, void* y, int64_t n, double value, Stream) {
     case DType::i32: fill_typed(static_cast<int32_t*>(y), n, static_cast<int32_t>(value)); break;
     case DType::i64: fill_typed(static_cast<int64_t*>(y), n, static_cast<int64_t>(value)); break;
     case DType::u8: fill_typed(static_cast<uint8_t*>(y), n, static_cast<uint8_t>(value)); break;
+    case DType::bf16: fill_typed(static_cast<uint16_t*>(y), n, double_to_half<bf16>(value).bits); break;
   }
 }
 
 // y[i] = (dst_dt) x[i]                                      x, y: [n]
 void cast(DType src_dt, const void* x, DType dst_dt, void* y, int64_t n, Stream) {
-  auto is_cast_type = [](DType t) { return t == DType::f32 || t == DType::f64 || t == DType::f16; };
-  EMBER_CHECK(is_cast_type(src_dt) && is_cast_type(dst_dt), "cpu cast: unsupported dtypes ", dtype_name(src_dt),
-              " -> ", dtype_name(dst_dt), " (f32, f64, f16 only)");
+  EMBER_CHECK(is_floating(src_dt) && is_floating(dst_dt), "cpu cast: unsupported dtypes ", dtype_name(src_dt),
+              " -> ", dtype_name(dst_dt), " (f32, f64, f16, bf16 only)");
   if (n <= 0) return;
   if (src_dt == dst_dt) {  // plain copy
     const size_t es = dtype_size(src_dt);
@@ -76,25 +78,41 @@ void cast(DType src_dt, const void* x, DType dst_dt, void* y, int64_t n, Stream)
   auto* yh = static_cast<uint16_t*>(y);
   if (src_dt == DType::f32 && dst_dt == DType::f64) return convert(xf, yd, n);
   if (src_dt == DType::f64 && dst_dt == DType::f32) return convert(xd, yf, n);
+  // One side (or both) is a 16-bit type: through f32, which holds every f16
+  // and bf16 value exactly, so only the final rounding rounds. An f64 source
+  // is narrowed rounding to odd first (one rounding in all).
+  auto widen = [](DType t, const uint16_t* h, float* f, size_t m) {
+    if (t == DType::f16)
+      half_to_float_n(h, f, m);
+    else
+      bf16_to_float_n(h, f, m);
+  };
+  auto narrow = [](DType t, const float* f, uint16_t* h, size_t m) {
+    if (t == DType::f16)
+      float_to_half_n(f, h, m);
+    else
+      float_to_bf16_n(f, h, m);
+  };
   parallel_for(0, n, kGrain, [&](int64_t b, int64_t e) {
-    if (src_dt == DType::f16 && dst_dt == DType::f32) {
-      half_to_float_n(xh + b, yf + b, size_t(e - b));
-    } else if (src_dt == DType::f32 && dst_dt == DType::f16) {
-      float_to_half_n(xf + b, yh + b, size_t(e - b));
-    } else if (src_dt == DType::f16 && dst_dt == DType::f64) {  // via a float buffer (exact)
-      float buf[kBuf];
-      for (int64_t i = b; i < e; i += kBuf) {
-        const int64_t m = std::min(kBuf, e - i);
-        half_to_float_n(xh + i, buf, size_t(m));
-        for (int64_t j = 0; j < m; ++j) yd[i + j] = buf[j];
-      }
-    } else {  // f64 -> f16: round to odd into a float buffer, then round to nearest even
-      float buf[kBuf];
-      for (int64_t i = b; i < e; i += kBuf) {
-        const int64_t m = std::min(kBuf, e - i);
+    if (src_dt == DType::f32) {
+      narrow(dst_dt, xf + b, yh + b, size_t(e - b));
+      return;
+    }
+    if (dst_dt == DType::f32) {
+      widen(src_dt, xh + b, yf + b, size_t(e - b));
+      return;
+    }
+    float buf[kBuf];
+    for (int64_t i = b; i < e; i += kBuf) {
+      const int64_t m = std::min(kBuf, e - i);
+      if (src_dt == DType::f64)
         for (int64_t j = 0; j < m; ++j) buf[j] = double_to_float_odd(xd[i + j]);
-        float_to_half_n(buf, yh + i, size_t(m));
-      }
+      else
+        widen(src_dt, xh + i, buf, size_t(m));
+      if (dst_dt == DType::f64)
+        for (int64_t j = 0; j < m; ++j) yd[i + j] = buf[j];
+      else
+        narrow(dst_dt, buf, yh + i, size_t(m));
     }
   });
 }

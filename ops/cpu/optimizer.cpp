@@ -5,8 +5,8 @@
 //   g' = grad_scale * g + wd * w
 //   buf = first_step ? g' : momentum * buf + g'       (only when momentum != 0)
 //   w -= lr * (nesterov ? g' + momentum * buf : buf)  (g' when momentum == 0)
-// One pass over w, g and buf, split across threads. f16 (w, g and buf all
-// f16) converts chunks to f32, updates in f32 and rounds w and buf once.
+// One pass over w, g and buf, split across threads. f16 or bf16 (w, g and
+// buf all 16-bit) converts chunks to f32, updates in f32 and rounds w and buf once.
 #include <algorithm>
 
 #include "engine/parallel.h"

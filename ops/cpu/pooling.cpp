@@ -6,7 +6,7 @@
 // atomics. Max pooling records, for each output, the index h*W + w of the
 // winner inside its input plane: windows only visit real pixels (padding is
 // never selected), the first maximum in row-major scan order wins ties, and
-// a NaN wins over numbers (as in PyTorch). f16 planes are converted to f32
+// a NaN wins over numbers (as in PyTorch). f16/bf16 planes are converted to f32
 // (thread-local buffers), processed in f32 and rounded once on store.
 #include <algorithm>
 #include <cmath>

@@ -10,7 +10,7 @@
 // The multiply-adds are explicit fma calls, as in cuda/kernels/random.cu, so
 // the two backends round identically whatever each compiler contracts.
 // Threads take ranges of blocks; the value is computed in double and rounded
-// once to the output type (f16: through round-to-odd f32, one rounding).
+// once to the output type (f16, bf16: through round-to-odd f32, one rounding).
 #include <algorithm>
 #include <cmath>
 
@@ -27,8 +27,8 @@ constexpr double kTwoPi = 6.283185307179586476925286766559;
 
 template <typename S>
 inline S round_from_double(double v) {
-  if constexpr (is_f16_v<S>) {
-    return double_to_f16(v);
+  if constexpr (is_half_v<S>) {
+    return double_to_half<S>(v);
   } else {
     return S(v);
   }

@@ -3,11 +3,11 @@
 //
 // sum accumulates in double over fixed blocks of kBlock elements and then adds
 // the block sums in order, so the result does not depend on the number of
-// threads. f16 input is converted to f32 a block at a time; the f16 result
-// is rounded once from the double total, so an inf or NaN anywhere in x
-// gives inf/NaN (the loss scaler's overflow check relies on it), and a
-// finite sum beyond 65504 also becomes inf (callers wanting the exact total
-// of f16 values should cast to f32 first).
+// threads. f16 and bf16 input is converted to f32 a block at a time; the
+// 16-bit result is rounded once from the double total, so an inf or NaN
+// anywhere in x gives inf/NaN (the loss scaler's overflow check relies on
+// it), and a finite f16 sum beyond 65504 also becomes inf (callers wanting
+// the exact total of 16-bit values should cast to f32 first).
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -42,8 +42,8 @@ void sum(DType dt, const void* x, void* y, int64_t n, Stream) {
     });
     double total = 0.0;
     for (double p : partial) total += p;
-    if constexpr (is_f16_v<S>) {
-      static_cast<S*>(y)[0] = double_to_f16(total);
+    if constexpr (is_half_v<S>) {
+      static_cast<S*>(y)[0] = double_to_half<S>(total);
     } else {
       static_cast<S*>(y)[0] = static_cast<S>(total);
     }

@@ -125,10 +125,11 @@ std::string message_of(F&& f) {
 
 TEST_CASE("cuda fill: every dtype, exactly n values, the CPU's conversion") {
   if (!cuda_available()) return;
-  const DType all[] = {DType::f32, DType::f64, DType::f16, DType::i32, DType::i64, DType::u8};
+  const DType all[] = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64, DType::u8};
   // 1 + 2^-11 + 2^-40 lies just above the midpoint of two halves: rounding
-  // through float first would tie to even (0x3c00); a single rounding gives 0x3c01.
-  const double values[] = {2.5, -0.1, 1.0 + 0x1p-11 + 0x1p-40, 65519.0, 1e6, -3.7, 200.9};
+  // through float first would tie to even (0x3c00); a single rounding gives
+  // 0x3c01. 1 + 2^-8 + 2^-40 is the same for bf16 (0x3f81).
+  const double values[] = {2.5, -0.1, 1.0 + 0x1p-11 + 0x1p-40, 1.0 + 0x1p-8 + 0x1p-40, 65519.0, 1e6, -3.7, 200.9};
   for (DType dt : all)
     for (double value : values) {
       const bool in_range = is_floating(dt) || (dt == DType::u8 ? value >= 0 && value < 256 : value < 2147483647.0);
@@ -153,9 +154,9 @@ TEST_CASE("cuda fill: every dtype, exactly n values, the CPU's conversion") {
   CHECK(static_cast<const uint16_t*>(hh.raw_data())[0] == 0x3c01);
 }
 
-TEST_CASE("cuda cast: f32, f64, f16 in every direction give the CPU's bits") {
+TEST_CASE("cuda cast: f32, f64, f16, bf16 in every direction give the CPU's bits") {
   if (!cuda_available()) return;
-  const DType floats[] = {DType::f32, DType::f64, DType::f16};
+  const DType floats[] = {DType::f32, DType::f64, DType::f16, DType::bf16};
   for (int64_t n : kSizes) {
     // wide-range values: normal, f16-subnormal, beyond f16's range, specials, ties
     std::vector<double> v = test_values(n, 11, -1.0, 1.0);
@@ -163,8 +164,12 @@ TEST_CASE("cuda cast: f32, f64, f16 in every direction give the CPU's bits") {
     for (size_t i = 0; i < v.size(); ++i) v[i] *= std::ldexp(1.0, int(rs.below(48)) - 30);
     const double tie_plus = 1.0 + 0x1p-11 + 0x1p-40;  // just above a midpoint of two halves
     const double f16_subnormal = 0x1p-24 * 1.5, f16_max_plus = 65519.99;
+    // bf16: a value just above a tie (one rounding), its largest finite value and the boundary to inf,
+    // a subnormal tie
+    const double bf16_tie_plus = 1.0 + 0x1p-8 + 0x1p-40, bf16_max = 3.3895313892515355e38;
     const double specials[] = {kNaN,    kInf,          -kInf,           0.0,   -0.0,   tie_plus, 65520.0, f16_max_plus,
-                               0x1p-25, f16_subnormal, -0x1p-14 * 0.75, 1e-30, 3.0e38, 1e300};
+                               0x1p-25, f16_subnormal, -0x1p-14 * 0.75, 1e-30, 3.0e38, 1e300,
+                               bf16_tie_plus, bf16_max, 3.3962e38, 0x1p-134 * 3.0};
     for (size_t i = 0; i < v.size() && i < std::size(specials); ++i) v[i * 3 % v.size()] = specials[i];
     for (DType src : floats)
       for (DType dst : floats) {
@@ -190,6 +195,15 @@ TEST_CASE("cuda cast: f32, f64, f16 in every direction give the CPU's bits") {
   CHECK(bits[0] == 0x3c01);
   CHECK(bits[1] == 0xbc01);
   CHECK(bits[2] == 0x3c00);  // an exact tie goes to even
+  // and of f64 -> bf16
+  Tensor xb = on_gpu({1.0 + 0x1p-8 + 0x1p-40, -(1.0 + 0x1p-8 + 0x1p-40), 1.0 + 0x1p-8}, DType::f64);
+  Tensor yb = on_gpu({0, 0, 0}, DType::bf16);
+  cuda_table().cast(DType::f64, xb.raw_data(), DType::bf16, yb.raw_data(), 3, cuda_stream());
+  const Tensor ybh = yb.to(Device::cpu());
+  const auto* bbits = static_cast<const uint16_t*>(ybh.raw_data());
+  CHECK(bbits[0] == 0x3f81);
+  CHECK(bbits[1] == 0xbf81);
+  CHECK(bbits[2] == 0x3f80);
   // in place (same dtype) is a no-op
   Tensor z = on_gpu({1.5, -2.0}, DType::f32);
   cuda_table().cast(DType::f32, z.raw_data(), DType::f32, z.raw_data(), 2, cuda_stream());
@@ -721,7 +735,7 @@ TEST_CASE("cuda kernels refuse dtypes they do not support") {
     CHECK(message_of(c.call) == std::string("cuda ") + c.name + ": unsupported dtype i32");
   }
   CHECK(message_of([&] { K.cast(DType::i32, nullptr, DType::f32, nullptr, 1, s); }) ==
-        "cuda cast: unsupported dtypes i32 -> f32 (f32, f64, f16 only)");
+        "cuda cast: unsupported dtypes i32 -> f32 (f32, f64, f16, bf16 only)");
   CHECK(message_of([&] { K.cast(DType::f16, nullptr, DType::u8, nullptr, 1, s); }) ==
-        "cuda cast: unsupported dtypes f16 -> u8 (f32, f64, f16 only)");
+        "cuda cast: unsupported dtypes f16 -> u8 (f32, f64, f16, bf16 only)");
 }

@@ -1,8 +1,8 @@
 // tests/cuda/test_cudnn.cpp — the cuDNN/cuBLAS table against the hand-written
 // CUDA kernels on the same device and inputs: convolution (three passes),
 // batch norm (train forward/backward, inference forward), max pooling and
-// GEMM, in f32 and f64, and in f16 (f16 tensors with f32 compute, f32
-// batch-norm parameters). Runs on a GPU with cuDNN; skips (with the reason) on the emulator and
+// GEMM, in f32 and f64, and in f16 and bf16 (16-bit tensors with f32
+// compute, f32 batch-norm parameters). Runs on a GPU with cuDNN; skips (with the reason) on the emulator and
 // without a GPU. Both tables are also checked against the CPU by the op
 // harness (tests/test_ops.cpp).
 #include <cmath>
@@ -177,28 +177,33 @@ TEST_CASE("cudnn vs native: batch norm, max pooling, GEMM") {
   }
 }
 
-TEST_CASE("cudnn vs native in f16: f16 tensors, f32 compute and f32 batch-norm parameters") {
+TEST_CASE("cudnn vs native in f16 and bf16: 16-bit tensors, f32 compute and f32 batch-norm parameters") {
   if (!cudnn_present()) return;
-  const DType h = DType::f16, f = DType::f32;
-  const double tol = 5e-3;  // both round f32 results once to f16 (a few f16 ulps of (1 + |value|))
-  const Stream s = testing::cuda_stream();
-  const Conv2dGeometry g = make_conv2d_geometry(4, 16, 14, 14, 16, 3, 3, 1, 1, 1, 1);
-  const Tensor x = to_cuda(random_values(size_t(g.N * g.C * g.H * g.W), 21), {g.N, g.C, g.H, g.W}, h);
-  const Tensor w = to_cuda(random_values(size_t(g.K * g.C * g.R * g.S), 22), {g.K, g.C, g.R, g.S}, h);
-  const Tensor gy = to_cuda(random_values(size_t(g.N * g.K * g.P * g.Q), 23), {g.N, g.K, g.P, g.Q}, h);
-  auto conv = both([&](const Kernels& k) {
-    Tensor y = Tensor::empty({g.N, g.K, g.P, g.Q}, h, Device::cuda(0));
-    Tensor gx = Tensor::empty(x.shape(), h, Device::cuda(0)), gw = Tensor::empty(w.shape(), h, Device::cuda(0));
-    k.conv2d_forward(h, g, x.raw_data(), w.raw_data(), y.raw_data(), s);
-    k.conv2d_backward_data(h, g, gy.raw_data(), w.raw_data(), gx.raw_data(), s);
-    k.conv2d_backward_filter(h, g, x.raw_data(), gy.raw_data(), gw.raw_data(), s);
-    return concat_host({&y, &gx, &gw});
-  });
-  CHECK(max_rel_diff(conv.second, conv.first) < tol * 4);  // filter-gradient sums over N*P*Q = 784 terms
+  for (const DType h : {DType::f16, DType::bf16}) {
+    CAPTURE(dtype_name(h));
+    const DType f = DType::f32;
+    // Both round f32 results once to the 16-bit type: a few ulps of (1 + |value|),
+    // 8x wider for bf16 (unit roundoff 2^-8 against f16's 2^-11).
+    const double tol = h == DType::f16 ? 5e-3 : 4e-2;
+    const Stream s = testing::cuda_stream();
+    const Conv2dGeometry g = make_conv2d_geometry(4, 16, 14, 14, 16, 3, 3, 1, 1, 1, 1);
+    const Tensor x = to_cuda(random_values(size_t(g.N * g.C * g.H * g.W), 21), {g.N, g.C, g.H, g.W}, h);
+    const Tensor w = to_cuda(random_values(size_t(g.K * g.C * g.R * g.S), 22), {g.K, g.C, g.R, g.S}, h);
+    const Tensor gy = to_cuda(random_values(size_t(g.N * g.K * g.P * g.Q), 23), {g.N, g.K, g.P, g.Q}, h);
+    auto conv = both([&](const Kernels& k) {
+      Tensor y = Tensor::empty({g.N, g.K, g.P, g.Q}, h, Device::cuda(0));
+      Tensor gx = Tensor::empty(x.shape(), h, Device::cuda(0)), gw = Tensor::empty(w.shape(), h, Device::cuda(0));
+      k.conv2d_forward(h, g, x.raw_data(), w.raw_data(), y.raw_data(), s);
+      k.conv2d_backward_data(h, g, gy.raw_data(), w.raw_data(), gx.raw_data(), s);
+      k.conv2d_backward_filter(h, g, x.raw_data(), gy.raw_data(), gw.raw_data(), s);
+      return concat_host({&y, &gx, &gw});
+    });
+    CHECK(max_rel_diff(conv.second, conv.first) < tol * 4);  // filter-gradient sums over N*P*Q = 784 terms
 
-  const auto bn = batch_norm_both(h, f, 24);
-  CHECK(max_rel_diff(bn.second, bn.first) < tol);
-  const auto pool = max_pool_both(h, 28);
-  CHECK(max_rel_diff(pool.second, pool.first) < tol);
-  check_gemm(h, 30, tol);
+    const auto bn = batch_norm_both(h, f, 24);
+    CHECK(max_rel_diff(bn.second, bn.first) < tol);
+    const auto pool = max_pool_both(h, 28);
+    CHECK(max_rel_diff(pool.second, pool.first) < tol);
+    check_gemm(h, 30, tol);
+  }
 }
