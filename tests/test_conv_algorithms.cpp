@@ -1,8 +1,9 @@
 // tests/test_conv_algorithms.cpp — every CPU convolution algorithm
 // (ops/cpu/conv_policy.h: window, gemm, winograd) on every pass (forward,
-// backward data, backward filter) against plain double loops, in f64, f32
-// and f16, under every GEMM kernel set this CPU runs: strides 1-3, padding
-// 0-3 (also wider than the filter), 1x1 to 7x7 and non-square filters, odd
+// backward data, backward filter) against plain double loops, in f64, f32,
+// f16 and bf16 (bf16 on AVX512-BF16 and through f32), under every GEMM
+// kernel set this CPU runs: strides 1-3, padding 0-3 (also wider than the
+// filter), 1x1 to 7x7 and non-square filters, odd
 // and tiny images, output channel counts that fold lanes (8, 16) and that
 // do not fill a tile, pointwise planes read in place (>= 256 pixels) and
 // stacked, partial stacks, and fewer images than threads. Then the policy
@@ -18,8 +19,10 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "engine/bfloat16.h"
 #include "engine/half.h"
 #include "engine/parallel.h"
+#include "ops/cpu/conv_bf16_kernels.h"
 #include "ops/cpu/conv_policy.h"
 #include "ops/cpu/f16_util.h"
 #include "ops/cpu/gemm_isa.h"
@@ -40,7 +43,7 @@ std::vector<double> values(size_t n, uint64_t seed) {
   uint64_t s = seed * 0x9E3779B97F4A7C15ull + 11;
   for (auto& x : v) {
     s = s * 6364136223846793005ull + 1442695040888963407ull;
-    x = double(int64_t(s >> 35) % 1025 - 512) / 512.0;  // multiples of 1/512: exact in f16
+    x = double(int64_t(s >> 35) % 257 - 128) / 64.0;  // multiples of 1/64 in [-2, 2]: exact in f16 and bf16
   }
   return v;
 }
@@ -103,6 +106,7 @@ template <typename S>
 double tolerance() {
   if (std::is_same_v<S, double>) return 1e-12;
   if (std::is_same_v<S, float>) return 2e-5;
+  if (std::is_same_v<S, bf16>) return 8e-3;  // the output's own rounding, 2^-9 relative, with margin
   return 2e-3;  // f16: the output's own rounding, 2^-11 relative
 }
 
@@ -182,6 +186,20 @@ TEST_CASE("conv algorithms: window, every pass, f64/f32/f16, every kernel set, a
     check_all_cases<float>();
     check_all_cases<f16>();
   });
+}
+
+TEST_CASE("conv algorithms: window in bf16, on AVX512-BF16 (where the CPU has it) and through f32") {
+  struct Restore {
+    ~Restore() { cpu::set_bf16_conv_kernels_enabled(true); }
+  } restore_bf16;
+  RestoreAfter restore;
+  cpu::set_conv_policy(cpu::ConvPolicy::window);
+  for (bool native : {true, false}) {
+    CAPTURE(native);
+    cpu::set_bf16_conv_kernels_enabled(native);
+    if (native && !cpu::bf16_conv_kernels()) MESSAGE("this CPU has no AVX512-BF16: bf16 runs through f32 only");
+    check_all_cases<bf16>();
+  }
 }
 
 TEST_CASE("conv algorithms: gemm lowerings, every pass, against double loops") {

@@ -241,12 +241,16 @@ void backward_data_phases(const Conv2dGeometry& g, const S* gy, const S* w, S* g
 
 template <typename S>
 void conv_forward_window(const Conv2dGeometry& g, const S* x, const S* w, S* y) {
+  if constexpr (is_bf16_v<S>)
+    if (conv_forward_window_bf16(g, x, w, y)) return;
   const int64_t CRS = g.C * g.R * g.S;
   forward_packed(g, pack_filter(w, g.K, CRS, gemm_kernels<compute_t<S>>().mr), x, y);
 }
 
 template <typename S>
 void conv_backward_data_window(const Conv2dGeometry& g, const S* gy, const S* w, S* gx) {
+  if constexpr (is_bf16_v<S>)
+    if (conv_backward_data_window_bf16(g, gy, w, gx)) return;
   using T = compute_t<S>;
   if (g.stride_h != 1 || g.stride_w != 1 || g.pad_h > g.R - 1 || g.pad_w > g.S - 1) {
     backward_data_phases(g, gy, w, gx);
@@ -268,6 +272,8 @@ void conv_backward_data_window(const Conv2dGeometry& g, const S* gy, const S* w,
 
 template <typename S>
 void conv_backward_filter_window(const Conv2dGeometry& g, const S* x, const S* gy, S* gw) {
+  if constexpr (is_bf16_v<S>)
+    if (conv_backward_filter_window_bf16(g, x, gy, gw)) return;
   using T = compute_t<S>;
   const GemmKernels<T>& kern = gemm_kernels<T>();
   const int MR = kern.mr, NR = kern.nr;

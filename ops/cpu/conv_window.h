@@ -28,9 +28,13 @@
 // stride-1 convolution of gy with the sub-filter of the taps that reach it
 // (so no multiplies by the zeros a strided transposed convolution inserts).
 //
-// Every pass handles f64, f32 and f16 storage (f16 is converted while the
-// grid, the filter and the output gradient are copied; the arithmetic is f32).
+// Every pass handles f64, f32, f16 and bf16 storage (16-bit values are
+// converted while the grid, the filter and the output gradient are copied;
+// the arithmetic is f32), and bf16 runs on vdpbf16ps where the CPU has
+// AVX512-BF16 (conv_bf16_kernels.h): the operands stay bf16, pairs of them
+// multiplied into f32 accumulators.
 #pragma once
+#include "engine/bfloat16.h"
 #include "ops/kernels.h"
 
 namespace ember::cpu {
@@ -44,5 +48,12 @@ void conv_backward_data_window(const Conv2dGeometry& g, const S* gy, const S* w,
 //   x: [N, C, H, W]   gy: [N, K, P, Q]   gw: [K, C, R, S]
 template <typename S>
 void conv_backward_filter_window(const Conv2dGeometry& g, const S* x, const S* gy, S* gw);
+
+// bf16 on AVX512-BF16 (conv_window_bf16.cpp); each returns false, having
+// done nothing, where those kernels are not available or (backward data)
+// the geometry needs phases: the caller then takes the f32 path above.
+bool conv_forward_window_bf16(const Conv2dGeometry& g, const bf16* x, const bf16* w, bf16* y);
+bool conv_backward_data_window_bf16(const Conv2dGeometry& g, const bf16* gy, const bf16* w, bf16* gx);
+bool conv_backward_filter_window_bf16(const Conv2dGeometry& g, const bf16* x, const bf16* gy, bf16* gw);
 
 }  // namespace ember::cpu
