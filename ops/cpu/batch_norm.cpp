@@ -112,7 +112,8 @@ template <typename T>
     T c1 = T(0), c2 = T(0);
 #pragma omp simd reduction(+ : c1, c2)
     for (int64_t i = i0; i < i1; ++i) {
-      const T gi = y[i] > T(0) ? g[i] : T(0);
+      const T gv = g[i];  // read unconditionally, so the select vectorises (a blend, no masked load)
+      const T gi = y[i] > T(0) ? gv : T(0);
       c1 += gi;
       c2 += gi * (x[i] - mean);
     }
@@ -124,7 +125,10 @@ template <typename T>
 [[gnu::always_inline]] inline void masked_gradient_apply(const T* x, const T* y, const T* g, T* out, int64_t n, T mean,
                                                          T a, T b, T d) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) out[i] = a * (y[i] > T(0) ? g[i] : T(0)) + (b * (x[i] - mean) + d);
+  for (int64_t i = 0; i < n; ++i) {
+    const T gv = g[i];  // (unconditional read: see add_masked_gradient_sums)
+    out[i] = a * (y[i] > T(0) ? gv : T(0)) + (b * (x[i] - mean) + d);
+  }
 }
 
 EMBER_VECTOR_CLONES void affine_relu_f32(const float* x, float* y, int64_t n, float m, float a, float b) {

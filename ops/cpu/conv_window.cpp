@@ -116,7 +116,7 @@ void forward_packed(const Conv2dGeometry& g, const compute_t<S>* apack, const S*
     for (int64_t i = 0; i < count; ++i)
       for (int64_t k = 0; k < g.K; ++k)
         for (int64_t p = 0; p < g.P; ++p)
-          copy_values(out + k * cols + L.column(i, p, 0), yn + ((i * g.K + k) * g.P + p) * g.Q, g.Q);
+          copy_or_convert_run(out + k * cols + L.column(i, p, 0), yn + ((i * g.K + k) * g.P + p) * g.Q, g.Q);
   });
 }
 
@@ -342,11 +342,11 @@ void conv_backward_filter_window(const Conv2dGeometry& g, const S* x, const S* g
               if (j0 >= cols) break;
               const int64_t n = std::min(L.Wq, cols - j0);
               if (p >= g.P) {
-                std::memset(dst + j0, 0, sizeof(T) * size_t(n));
+                zero_run(dst + j0, n);
                 continue;
               }
-              copy_values(gy + ((n0 + img) * g.K + k) * PQ + p * g.Q, dst + j0, g.Q);
-              std::memset(dst + j0 + g.Q, 0, sizeof(T) * size_t(n - g.Q));
+              copy_or_convert_run(gy + ((n0 + img) * g.K + k) * PQ + p * g.Q, dst + j0, g.Q);
+              zero_run(dst + j0 + g.Q, n - g.Q);
             }
         }
         std::memset(dst + cols, 0, sizeof(T) * size_t(ldg - cols));

@@ -102,7 +102,7 @@ void forward_pairs(const Bf16ConvKernels& kern, const Conv2dGeometry& g, const u
     for (int64_t i = 0; i < count; ++i)
       for (int64_t k = 0; k < g.K; ++k)
         for (int64_t p = 0; p < g.P; ++p)
-          copy_values(out + k * cols + L.column(i, p, 0), yn + ((i * g.K + k) * g.P + p) * g.Q, g.Q);
+          copy_or_convert_run(out + k * cols + L.column(i, p, 0), yn + ((i * g.K + k) * g.P + p) * g.Q, g.Q);
   });
 }
 
@@ -162,11 +162,10 @@ bool conv_backward_filter_window_bf16(const Conv2dGeometry& g, const bf16* x, co
       uint16_t* gyg = local_buffer<uint16_t, kGradGrid>(g.K * ldg);
       for (int64_t k = 0; k < g.K; ++k) {
         uint16_t* dst = gyg + k * ldg;
-        std::memset(dst, 0, sizeof(uint16_t) * size_t(ldg));
+        zero_run(dst, ldg);
         for (int64_t img = 0; img < count; ++img)
           for (int64_t p = 0; p < g.P; ++p)
-            std::memcpy(dst + L.column(img, p, 0), bits(gy + ((n0 + img) * g.K + k) * PQ + p * g.Q),
-                        sizeof(uint16_t) * size_t(g.Q));
+            copy_run(bits(gy + ((n0 + img) * g.K + k) * PQ + p * g.Q), dst + L.column(img, p, 0), g.Q);
       }
       uint32_t* bp = local_buffer<uint32_t, kGradPanels>(panels * groups * NR);
       for (int64_t pn = 0; pn < panels; ++pn) {
