@@ -26,9 +26,10 @@ using namespace conv_grid;
 constexpr int kGrid = 40, kGridOut = 41, kFilter = 42, kGradPanels = 43, kPartialSums = 44, kEdgePanel = 45,
               kGradGrid = 46;
 
-// Inner-dimension block of the filter gradient, in lane groups: a packed
-// block of the output gradient (kGroupBlock x NR values) stays in L1.
-constexpr int64_t kGroupBlock = 192;
+// Inner-dimension block of the filter gradient, in lane groups: at least
+// kGroupBlock, and as many as keep the block's packed output gradient (all
+// panels) within kPanelBytes (half of a 1 MiB L2).
+constexpr int64_t kGroupBlock = 192, kPanelBytes = 512 * 1024;
 // Pointwise convolutions of planes this large read the image in place.
 constexpr int64_t kInPlacePlane = 256;
 
@@ -115,8 +116,14 @@ void forward_packed(const Conv2dGeometry& g, const compute_t<S>* apack, const S*
     S* yn = y + n0 * KPQ;
     for (int64_t i = 0; i < count; ++i)
       for (int64_t k = 0; k < g.K; ++k)
-        for (int64_t p = 0; p < g.P; ++p)
-          copy_or_convert_run(out + k * cols + L.column(i, p, 0), yn + ((i * g.K + k) * g.P + p) * g.Q, g.Q);
+        for (int64_t p = 0; p < g.P; ++p) {
+          const T* src = out + k * cols + L.column(i, p, 0);
+          S* dst = yn + ((i * g.K + k) * g.P + p) * g.Q;
+          if constexpr (std::is_same_v<S, T>)
+            copy_run(src, dst, g.Q);
+          else
+            copy_values(src, dst, g.Q);
+        }
   });
 }
 
@@ -341,11 +348,16 @@ void conv_backward_filter_window(const Conv2dGeometry& g, const S* x, const S* g
               const int64_t j0 = L.column(img, p, 0);
               if (j0 >= cols) break;
               const int64_t n = std::min(L.Wq, cols - j0);
+              const S* src = gy + ((n0 + img) * g.K + k) * PQ + p * g.Q;
+              if constexpr (std::is_same_v<S, T>) {
+                copy_padded_row(src, p < g.P ? g.Q : 0, dst + j0, 0, n);
+                continue;
+              }
               if (p >= g.P) {
                 zero_run(dst + j0, n);
                 continue;
               }
-              copy_or_convert_run(gy + ((n0 + img) * g.K + k) * PQ + p * g.Q, dst + j0, g.Q);
+              copy_values(src, dst + j0, g.Q);
               zero_run(dst + j0 + g.Q, n - g.Q);
             }
         }
@@ -357,13 +369,17 @@ void conv_backward_filter_window(const Conv2dGeometry& g, const S* x, const S* g
         kern.pack_transposed(gyg + k0 * ldg, ldg, int(std::min(per_panel, g.K - k0)), groups, gl,
                              bp + pn * groups * NR, NR);
       }
-      for (int64_t kk0 = 0; kk0 < groups; kk0 += kGroupBlock) {
-        const int64_t kc = std::min(kGroupBlock * gl, cols - kk0 * gl);
-        for (int64_t pn = 0; pn < panels; ++pn) {
-          const T* b = bp + (pn * groups + kk0) * NR;
-          for (int64_t i0 = 0; i0 < CRS; i0 += MR)
-            tile(kc, base + kk0 * gl, offsets.data() + i0, b, acc + i0 * ldc + pn * NR, ldc, true);
-        }
+      // Per block of columns: each MR rows of A (in L1) against every panel
+      // of B (the block's panels stay in L2); the block is as long as that
+      // allows, so that the partial sums (large for deep layers) are read
+      // and written as few times as possible.
+      const int64_t block = std::max(kGroupBlock, kPanelBytes / (panels * NR * int64_t(sizeof(T))));
+      for (int64_t kk0 = 0; kk0 < groups; kk0 += block) {
+        const int64_t kc = std::min(block * gl, cols - kk0 * gl);
+        for (int64_t i0 = 0; i0 < CRS; i0 += MR)
+          for (int64_t pn = 0; pn < panels; ++pn)
+            tile(kc, base + kk0 * gl, offsets.data() + i0, bp + (pn * groups + kk0) * NR, acc + i0 * ldc + pn * NR,
+                 ldc, true);
       }
     }
   };
@@ -375,15 +391,23 @@ void conv_backward_filter_window(const Conv2dGeometry& g, const S* x, const S* g
 #endif
     for (int t = 0; t < threads; ++t) share(t);
   }
-  // gw[k, crs] = sum over threads (in order) and lane groups.
-  parallel_for(0, g.K, 1, [&](int64_t k0, int64_t k1) {
-    for (int64_t k = k0; k < k1; ++k) {
-      const int64_t lane = (k / per_panel) * NR + (k % per_panel) * gl;
-      for (int64_t i = 0; i < CRS; ++i) {
-        T s = T(0);
-        for (int t = 0; t < threads; ++t)
-          for (int e = 0; e < gl; ++e) s += partial[size_t(t)][i * ldc + lane + e];
-        gw[k * CRS + i] = convert_value<S>(s);
+  // gw[k, crs] = sum over threads (in order) and lane groups, in blocks of
+  // kReduceRows rows of the partial sums (read along their rows; gw written
+  // kReduceRows contiguous values per output channel).
+  constexpr int64_t kReduceRows = 16;
+  parallel_for(0, ceil_div(CRS, kReduceRows), 1, [&](int64_t b0, int64_t b1) {
+    T block[kReduceRows];
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t i0 = b * kReduceRows, rows = std::min(kReduceRows, CRS - i0);
+      for (int64_t k = 0; k < g.K; ++k) {
+        const int64_t lane = (k / per_panel) * NR + (k % per_panel) * gl;
+        for (int64_t r = 0; r < rows; ++r) {
+          T s = T(0);
+          for (int t = 0; t < threads; ++t)
+            for (int e = 0; e < gl; ++e) s += partial[size_t(t)][(i0 + r) * ldc + lane + e];
+          block[r] = s;
+        }
+        for (int64_t r = 0; r < rows; ++r) gw[k * CRS + i0 + r] = convert_value<S>(block[r]);
       }
     }
   });

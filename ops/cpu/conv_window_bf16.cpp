@@ -190,18 +190,23 @@ bool conv_backward_filter_window_bf16(const Conv2dGeometry& g, const bf16* x, co
 #endif
     for (int t = 0; t < threads; ++t) share(t);
   }
-  // gw[k, crs] = sum over threads (in order) and the F lanes of k, rounded once.
-  parallel_for(0, g.K, 1, [&](int64_t k0, int64_t k1) {
-    std::vector<float> row(static_cast<size_t>(CRS));
-    for (int64_t k = k0; k < k1; ++k) {
-      const int64_t lane = (k / per_panel) * NR + (k % per_panel) * F;
-      for (int64_t i = 0; i < CRS; ++i) {
-        float s = 0.0f;
-        for (int t = 0; t < threads; ++t)
-          for (int e = 0; e < F; ++e) s += partial[size_t(t)][i * ldc + lane + e];
-        row[size_t(i)] = s;
+  // gw[k, crs] = sum over threads (in order) and the F lanes of k, rounded
+  // once; in blocks of rows of the partial sums (as conv_window.cpp).
+  constexpr int64_t kReduceRows = 16;
+  parallel_for(0, ceil_div(CRS, kReduceRows), 1, [&](int64_t b0, int64_t b1) {
+    float block[kReduceRows];
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t i0 = b * kReduceRows, rows = std::min(kReduceRows, CRS - i0);
+      for (int64_t k = 0; k < g.K; ++k) {
+        const int64_t lane = (k / per_panel) * NR + (k % per_panel) * F;
+        for (int64_t r = 0; r < rows; ++r) {
+          float s = 0.0f;
+          for (int t = 0; t < threads; ++t)
+            for (int e = 0; e < F; ++e) s += partial[size_t(t)][(i0 + r) * ldc + lane + e];
+          block[r] = s;
+        }
+        copy_values(block, gw + k * CRS + i0, rows);
       }
-      copy_values(row.data(), gw + k * CRS, CRS);
     }
   });
   return true;
