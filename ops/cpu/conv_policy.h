@@ -9,7 +9,10 @@
 //   winograd  F(2x2, 3x3) (conv_winograd.h): forward and backward data of
 //             3x3 stride-1 layers with padding <= 2.
 // The policy:
-//   heuristic  (default) TODO-MEASURE;
+//   heuristic  (default) window, except where the GEMM lowerings measured
+//              faster: pointwise layers with small outputs, gradients of
+//              wide strided 3x3 layers, filter gradients of narrow layers
+//              (rules and figures in conv_policy.cpp);
 //   benchmark  each pass of each geometry is timed with every candidate on
 //              its first call and the fastest is kept (cuDNN's benchmark
 //              mode; runs are then not bit-reproducible from run to run);
