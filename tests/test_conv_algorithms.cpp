@@ -231,6 +231,39 @@ TEST_CASE("conv algorithms: one thread and fewer images than threads") {
   set_num_threads(before);
 }
 
+TEST_CASE("conv algorithms: copy_rows writes exactly the rows' span, under every kernel set") {
+  RestoreAfter restore;
+  for_each_isa([] {
+    const auto copy_rows = cpu::gemm_kernels<float>().copy_rows;
+    int cases = 0;
+    for (int64_t n : {1, 7, 15, 16, 17, 28, 56})
+      for (int64_t left : {0, 1, 3})
+        for (int64_t extra : {0, 1, 2, 9})  // width - left - n
+          for (int64_t rows : {1, 2, 3, 8})
+            for (int64_t src_gap : {0, 5}) {
+              const int64_t width = left + n + extra, lddst = width, ldsrc = n + src_gap;
+              const int64_t guard = 40;  // sentinels on both sides of both arrays
+              std::vector<float> src(size_t(guard + rows * ldsrc + guard), -1.0f), dst(size_t(guard + rows * lddst + guard), -2.0f);
+              for (int64_t i = 0; i < rows; ++i)
+                for (int64_t j = 0; j < n; ++j) src[size_t(guard + i * ldsrc + j)] = float(1 + i * 100 + j);
+              const std::vector<float> src_before = src;
+              copy_rows(src.data() + guard, ldsrc, n, dst.data() + guard, left, width, rows);
+              CHECK(src == src_before);
+              bool ok = true;
+              for (int64_t p = 0; p < int64_t(dst.size()); ++p) {
+                const int64_t at = p - guard, i = at >= 0 ? at / lddst : -1, j = at >= 0 ? at % lddst : -1;
+                float want = -2.0f;  // outside the rows: untouched
+                if (at >= 0 && i < rows && j < width) want = j < left || j >= left + n ? 0.0f : float(1 + i * 100 + j - left);
+                ok = ok && dst[size_t(p)] == want;
+              }
+              CHECK_MESSAGE(ok, "n=" << n << " left=" << left << " width=" << width << " rows=" << rows
+                                      << " ldsrc=" << ldsrc);
+              ++cases;
+            }
+    CHECK(cases > 100);
+  });
+}
+
 TEST_CASE("conv algorithms: policy names, parsing, where Winograd applies") {
   for (cpu::ConvPolicy p : {cpu::ConvPolicy::heuristic, cpu::ConvPolicy::benchmark, cpu::ConvPolicy::window,
                             cpu::ConvPolicy::gemm, cpu::ConvPolicy::winograd})

@@ -13,6 +13,7 @@
 
 #include "engine/parallel.h"
 #include "ops/cpu/f16_util.h"
+#include "ops/cpu/gemm_isa.h"
 #include "ops/kernels.h"
 
 namespace ember::cpu::conv_grid {
@@ -156,16 +157,21 @@ template <typename T, typename S>
 void fill_grid(const GridLayout& L, const S* x, int64_t count, T* grid) {
   const int64_t HW = L.H * L.W;
   if constexpr (std::is_same_v<S, T> && (std::is_same_v<T, float> || std::is_same_v<T, double>)) {
-    if (L.sh == 1 && L.sw == 1) {  // each grid row is one padded copy of an image row, or zeros
+    if (L.sh == 1 && L.sw == 1) {
+      // Per plane, in increasing row order: zero rows, then each image's
+      // rows as one copy_rows (which may write past a row into the next:
+      // everything after is written later), zero rows between and after.
+      const auto copy_rows = gemm_kernels<T>().copy_rows;
       for (int64_t c = 0; c < L.C; ++c) {
         T* plane = grid + c * L.plane;
-        for (int64_t i = 0, img = 0, r = 0; i < L.rows; ++i, ++r) {
-          if (r >= L.Hb) r -= L.Hb, ++img;
-          const int64_t h = r - L.top;
-          const bool data = img < count && h >= 0 && h < L.H;
-          copy_padded_row(data ? x + (img * L.C + c) * HW + h * L.W : x, data ? L.W : 0, plane + i * L.Wq,
-                          data ? L.left : 0, L.Wq);
+        int64_t row = 0;  // rows below this one are written
+        for (int64_t img = 0; img < count; ++img) {
+          const int64_t first = img * L.Hb + L.top;
+          zero_run(plane + row * L.Wq, (first - row) * L.Wq);
+          copy_rows(x + (img * L.C + c) * HW, L.W, L.W, plane + first * L.Wq, L.left, L.Wq, L.H);
+          row = first + L.H;
         }
+        zero_run(plane + row * L.Wq, (L.rows - row) * L.Wq);
       }
       zero_run(grid + L.C * L.plane, L.slack);
       return;

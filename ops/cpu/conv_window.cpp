@@ -115,15 +115,15 @@ void forward_packed(const Conv2dGeometry& g, const compute_t<S>* apack, const S*
     if (dense) return;
     S* yn = y + n0 * KPQ;
     for (int64_t i = 0; i < count; ++i)
-      for (int64_t k = 0; k < g.K; ++k)
-        for (int64_t p = 0; p < g.P; ++p) {
-          const T* src = out + k * cols + L.column(i, p, 0);
-          S* dst = yn + ((i * g.K + k) * g.P + p) * g.Q;
-          if constexpr (std::is_same_v<S, T>)
-            copy_run(src, dst, g.Q);
-          else
-            copy_values(src, dst, g.Q);
+      for (int64_t k = 0; k < g.K; ++k) {
+        const T* src = out + k * cols + L.column(i, 0, 0);
+        S* dst = yn + (i * g.K + k) * g.P * g.Q;
+        if constexpr (std::is_same_v<S, T>) {  // a plane's rows in one call (in y's order)
+          kern.copy_rows(src, L.Wq, g.Q, dst, 0, g.Q, g.P);
+        } else {
+          for (int64_t p = 0; p < g.P; ++p) copy_values(src + p * L.Wq, dst + p * g.Q, g.Q);
         }
+      }
   });
 }
 
@@ -336,32 +336,33 @@ void conv_backward_filter_window(const Conv2dGeometry& g, const S* x, const S* g
       }
       // gy on the grid's columns (zeros at padding columns and rows), then
       // packed: panel [groups, NR], lane (k % per_panel) * gl + j % gl at group j / gl.
-      const int64_t groups = ceil_div(cols, gl), ldg = groups * gl;
+      // (rows of ldg values: whole groups, and room for the last image's last grid row)
+      const int64_t groups = ceil_div(cols, gl);
+      const int64_t ldg = in_place ? groups * gl : round_up(std::max(cols, L.column(count - 1, g.P - 1, 0) + L.Wq), gl);
       T* gyg = local_buffer<T, kGradGrid>(g.K * ldg);
       for (int64_t k = 0; k < g.K; ++k) {
         T* dst = gyg + k * ldg;
+        int64_t done = 0;  // columns below this one are written
         if (in_place) {
           copy_values(gy + (n0 * g.K + k) * PQ, dst, PQ);
+          done = PQ;
         } else {
-          for (int64_t img = 0; img < count; ++img)
-            for (int64_t p = 0; p < L.Hq; ++p) {
-              const int64_t j0 = L.column(img, p, 0);
-              if (j0 >= cols) break;
-              const int64_t n = std::min(L.Wq, cols - j0);
-              const S* src = gy + ((n0 + img) * g.K + k) * PQ + p * g.Q;
-              if constexpr (std::is_same_v<S, T>) {
-                copy_padded_row(src, p < g.P ? g.Q : 0, dst + j0, 0, n);
-                continue;
+          for (int64_t img = 0; img < count; ++img) {
+            const int64_t j0 = L.column(img, 0, 0);
+            zero_run(dst + done, j0 - done);
+            const S* src = gy + ((n0 + img) * g.K + k) * PQ;
+            if constexpr (std::is_same_v<S, T>) {  // an image's rows in one call, then its padding rows
+              kern.copy_rows(src, g.Q, g.Q, dst + j0, 0, L.Wq, g.P);
+            } else {
+              for (int64_t p = 0; p < g.P; ++p) {
+                copy_values(src + p * g.Q, dst + j0 + p * L.Wq, g.Q);
+                zero_run(dst + j0 + p * L.Wq + g.Q, L.Wq - g.Q);
               }
-              if (p >= g.P) {
-                zero_run(dst + j0, n);
-                continue;
-              }
-              copy_values(src, dst + j0, g.Q);
-              zero_run(dst + j0 + g.Q, n - g.Q);
             }
+            done = j0 + g.P * L.Wq;
+          }
         }
-        std::memset(dst + cols, 0, sizeof(T) * size_t(ldg - cols));
+        zero_run(dst + done, ldg - done);
       }
       T* bp = local_buffer<T, kGradPanels>(panels * groups * NR);
       for (int64_t pn = 0; pn < panels; ++pn) {

@@ -186,6 +186,7 @@ GemmKernels<T> make_kernels(const char* isa) {
   constexpr int L = Vec<T, VB>::lanes;
   k.window_tile_t[0] = &window_tile_t<T, VB, MR, NV, 1>;
   k.pack_transposed = &pack_transposed<T>;
+  k.copy_rows = &copy_rows<T, VB>;
   // (a group is broadcast as one element of at most 16 bytes)
   if constexpr (L % 2 == 0 && 2 * sizeof(T) <= 16) k.window_tile_t[1] = &window_tile_t<T, VB, MR, NV, 2>;
   if constexpr (L % 4 == 0 && 4 * sizeof(T) <= 16) k.window_tile_t[2] = &window_tile_t<T, VB, MR, NV, 4>;
