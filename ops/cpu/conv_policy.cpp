@@ -13,6 +13,7 @@
 
 #include "engine/error.h"
 #include "engine/parallel.h"
+#include "ops/cpu/conv_bf16_kernels.h"
 
 namespace ember::cpu {
 namespace {
@@ -62,9 +63,16 @@ bool has_winograd(ConvPass pass, const Conv2dGeometry& g) {
 //   - filter gradients with fewer than 32 output channels (the window tile
 //     folds lanes for them; dot products do better): 10% at 16, 2x at the
 //     one-channel stem.
-ConvAlgo heuristic(ConvPass pass, const Conv2dGeometry& g) {
+//
+// bf16 on AVX512-BF16 (conv_bf16_kernels.h) is a different balance: the
+// window tiles multiply bf16 pairs at twice the f32 rate while the GEMM
+// lowerings convert to f32, and the window algorithm wins everywhere but
+// the backward data of strided pointwise layers (which it runs in f32).
+ConvAlgo heuristic(ConvPass pass, const Conv2dGeometry& g, DType dt) {
   const bool pointwise = g.R == 1 && g.S == 1 && g.pad_h == 0 && g.pad_w == 0;
   const bool strided = g.stride_h > 1 || g.stride_w > 1;
+  if (dt == DType::bf16 && bf16_conv_kernels())
+    return pass == ConvPass::backward_data && strided && pointwise ? ConvAlgo::gemm : ConvAlgo::window;
   if (pointwise && g.P * g.Q < 256 && !(pass == ConvPass::forward && strided)) return ConvAlgo::gemm;
   if (pass != ConvPass::forward && strided && !pointwise && g.C >= 256) return ConvAlgo::gemm;
   if (pass == ConvPass::backward_filter && g.K < 32) return ConvAlgo::gemm;
@@ -129,7 +137,7 @@ ConvAlgo conv_algo_for(ConvPass pass, const Conv2dGeometry& g, DType dt) {
       auto it = choices().find(key_of(pass, g, dt));
       return it == choices().end() ? ConvAlgo::window : it->second;
     }
-    default: return heuristic(pass, g);
+    default: return heuristic(pass, g, dt);
   }
 }
 

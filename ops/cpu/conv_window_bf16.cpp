@@ -34,6 +34,15 @@ constexpr int64_t kGroupBlock = 192;
 
 const uint16_t* bits(const bf16* p) { return reinterpret_cast<const uint16_t*>(p); }
 
+// n f32 values rounded to bf16 (engine/bfloat16.h's rounding, inline: the
+// output rows are 7 to 56 values, where a call to the bulk converter costs
+// more than the conversion).
+void to_bf16_run(const float* src, bf16* dst, int64_t n) {
+  uint16_t* d = reinterpret_cast<uint16_t*>(dst);
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) d[i] = float_to_bf16(src[i]);
+}
+
 // The filter [K, C, R, S] as MR-row panels of pairs (w[k, 2c', r, s],
 // w[k, 2c' + 1, r, s]) over (c', r, s) (a zero second channel when C is odd).
 //   w: [K, C, RS]   -> [ceil(K / MR)][ceil(C / 2) * RS][MR] pairs
@@ -102,7 +111,7 @@ void forward_pairs(const Bf16ConvKernels& kern, const Conv2dGeometry& g, const u
     for (int64_t i = 0; i < count; ++i)
       for (int64_t k = 0; k < g.K; ++k)
         for (int64_t p = 0; p < g.P; ++p)
-          copy_or_convert_run(out + k * cols + L.column(i, p, 0), yn + ((i * g.K + k) * g.P + p) * g.Q, g.Q);
+          to_bf16_run(out + k * cols + L.column(i, p, 0), yn + ((i * g.K + k) * g.P + p) * g.Q, g.Q);
   });
 }
 
@@ -205,7 +214,7 @@ bool conv_backward_filter_window_bf16(const Conv2dGeometry& g, const bf16* x, co
             for (int e = 0; e < F; ++e) s += partial[size_t(t)][(i0 + r) * ldc + lane + e];
           block[r] = s;
         }
-        copy_values(block, gw + k * CRS + i0, rows);
+        to_bf16_run(block, gw + k * CRS + i0, rows);
       }
     }
   });
