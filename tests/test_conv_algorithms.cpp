@@ -190,13 +190,13 @@ TEST_CASE("conv algorithms: window, every pass, f64/f32/f16, every kernel set, a
 
 TEST_CASE("conv algorithms: window in bf16, on AVX512-BF16 (where the CPU has it) and through f32") {
   struct Restore {
-    ~Restore() { cpu::set_bf16_conv_kernels_enabled(true); }
+    ~Restore() { cpu::set_bf16_conv_kernel_mode(cpu::Bf16KernelMode::automatic); }
   } restore_bf16;
   RestoreAfter restore;
   cpu::set_conv_policy(cpu::ConvPolicy::window);
   for (bool native : {true, false}) {
     CAPTURE(native);
-    cpu::set_bf16_conv_kernels_enabled(native);
+    cpu::set_bf16_conv_kernel_mode(native ? cpu::Bf16KernelMode::on : cpu::Bf16KernelMode::off);
     if (native && !cpu::bf16_conv_kernels()) MESSAGE("this CPU has no AVX512-BF16: bf16 runs through f32 only");
     check_all_cases<bf16>();
   }

@@ -34,10 +34,10 @@ std::vector<double> grid_values(size_t n, uint64_t seed) {
   return v;
 }
 
-const bool kNoBf16 = cpu::bf16_conv_kernels() == nullptr;
+const bool kNoBf16 = cpu::bf16_conv_kernels_supported() == nullptr;
 
 TEST_CASE("conv bf16 kernels: forward tile of channel-pair rows" * doctest::skip(kNoBf16)) {
-  const cpu::Bf16ConvKernels& k = *cpu::bf16_conv_kernels();
+  const cpu::Bf16ConvKernels& k = *cpu::bf16_conv_kernels_supported();
   const int MR = k.mr, NR = k.nr;
   for (int64_t kpairs : {1, 7, 40}) {
     for (int mr : {MR, 3}) {
@@ -82,7 +82,7 @@ TEST_CASE("conv bf16 kernels: forward tile of channel-pair rows" * doctest::skip
 }
 
 TEST_CASE("conv bf16 kernels: filter-gradient tile and packer, every lane fold" * doctest::skip(kNoBf16)) {
-  const cpu::Bf16ConvKernels& k = *cpu::bf16_conv_kernels();
+  const cpu::Bf16ConvKernels& k = *cpu::bf16_conv_kernels_supported();
   const int MR = k.mr, NR = k.nr;
   for (int fi = 0; fi < 3; ++fi) {
     const int F = 1 << fi, G = 2 * F, per_panel = NR / F;
@@ -124,6 +124,45 @@ TEST_CASE("conv bf16 kernels: filter-gradient tile and packer, every lane fold" 
       }
     }
   }
+}
+
+}  // namespace
+}  // namespace ember
+
+namespace ember {
+namespace {
+
+// The choice of conv_bf16_kernels.h: supported kernels run when forced on,
+// never when off, and in automatic mode exactly when the measured speedup
+// reaches the threshold; the dot peak loop computes what it claims.
+TEST_CASE("conv bf16 kernels: the measured choice and the modes" * doctest::skip(kNoBf16)) {
+  struct Restore {
+    ~Restore() { cpu::set_bf16_conv_kernel_mode(cpu::Bf16KernelMode::automatic); }
+  } restore;
+  const cpu::Bf16ConvKernels* k = cpu::bf16_conv_kernels_supported();
+  REQUIRE(bool(k->dot_peak_loop));
+  // 16 chains of acc = acc + 1*1 + 1*1 from c/1000: after n rounds each lane
+  // holds c/1000 + 2n; the loop reports 4 operations per lane and round.
+  float sink = 0;
+  const double flops = k->dot_peak_loop(100, &sink);
+  CHECK(flops == doctest::Approx(4.0 * 100 * 16 * 16));
+  double expect = 0;
+  for (int c = 0; c < 16; ++c) expect += 16 * (float(c) * 1e-3f + 200.0);
+  CHECK(sink == doctest::Approx(expect).epsilon(1e-6));
+
+  const double speedup = cpu::bf16_dot_speedup();
+  MESSAGE("bf16 pair-dot rate / f32 FMA rate, measured: " << speedup << " ("
+          << cpu::bf16_conv_kernels_description() << ")");
+  CHECK(speedup > 0.1);
+  CHECK(speedup < 8.0);
+  cpu::set_bf16_conv_kernel_mode(cpu::Bf16KernelMode::on);
+  CHECK(cpu::bf16_conv_kernels() == k);
+  CHECK(cpu::bf16_conv_kernels_description().rfind("AVX512-BF16", 0) == 0);
+  cpu::set_bf16_conv_kernel_mode(cpu::Bf16KernelMode::off);
+  CHECK(cpu::bf16_conv_kernels() == nullptr);
+  CHECK(cpu::bf16_conv_kernels_description() == "f32 (EMBER_CPU_BF16=0)");
+  cpu::set_bf16_conv_kernel_mode(cpu::Bf16KernelMode::automatic);
+  CHECK(cpu::bf16_conv_kernels() == (speedup >= cpu::kBf16MinSpeedup ? k : nullptr));
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "net/checkpoint.h"
 #include "net/dist/data_parallel.h"
 #include "net/json.h"
+#include "ops/cpu/conv_bf16_kernels.h"
 #include "ops/cpu/conv_winograd.h"
 #include "ops/cpu/gemm_isa.h"
 #include "ops/kernel_profile.h"
@@ -104,8 +105,10 @@ int run_train_program(const TrainProgram& program, int argc, char** argv) {
   out = dist.log;
   std::fprintf(out, "Start training with: %s\n", flags.settings().c_str());
   if (device.is_cpu())  // what ran: EMBER_CPU_ISA and EMBER_CPU_CONV change these (README, "CPU speed")
-    std::fprintf(out, "threads=%d, CPU GEMM kernels %s, convolution policy %s\n", num_threads(),
-                 cpu::gemm_isa_name(cpu::active_gemm_isa()), cpu::conv_policy_name(cpu::conv_policy()));
+    std::fprintf(out, "threads=%d, CPU GEMM kernels %s, convolution policy %s%s%s\n", num_threads(),
+                 cpu::gemm_isa_name(cpu::active_gemm_isa()), cpu::conv_policy_name(cpu::conv_policy()),
+                 s.precision == "bf16" ? ", bf16 convolutions in " : "",
+                 s.precision == "bf16" ? cpu::bf16_conv_kernels_description().c_str() : "");
   else
     std::fprintf(out, "threads=%d\n", num_threads());
   if (env.world > 1)

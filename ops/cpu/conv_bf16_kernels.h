@@ -21,6 +21,7 @@
 // bf16 values are their 16 raw bits (uint16_t) here.
 #pragma once
 #include <cstdint>
+#include <string>
 
 namespace ember::cpu {
 
@@ -43,13 +44,40 @@ struct Bf16ConvKernels {
   // bf16 src[r*lds + jj*2F ..]; lanes from rows to NR are zero.
   void (*pack_transposed)(const uint16_t* src, int64_t lds, int rows, int64_t groups, int F, uint32_t* dst,
                           int NR) = nullptr;
+  // `iters` rounds of independent vdpbf16ps held in registers (no memory
+  // traffic): the CPU's bf16 arithmetic peak. Returns the floating-point
+  // operations done (4 per f32 lane); *sink keeps the result live.
+  double (*dot_peak_loop)(int64_t iters, float* sink) = nullptr;
 };
 
+// Whether the tiles run: having AVX512-BF16 is not enough. Zen 4/5 retire
+// vdpbf16ps at the f32 FMA's instruction rate (twice its multiplies), but
+// a Sapphire Rapids core, measured, at half that (so as many multiplies per
+// cycle as f32 FMAs, plus the pair packing): there bf16 convolutions are
+// faster in f32 through conversions. So the choice is measured once per
+// process (bf16_dot_speedup, a few ms) unless EMBER_CPU_BF16 sets it:
+//   unset / auto  the tiles run where the measured speedup >= kBf16MinSpeedup
+//   1             wherever the CPU has AVX512-BF16 (A/B measurements)
+//   0             never (bf16 convolutions in f32 through conversions)
+enum class Bf16KernelMode { automatic, on, off };
+constexpr double kBf16MinSpeedup = 1.25;
+
 // The kernels, or nullptr when this CPU (or this build) has no AVX512-BF16
-// (then bf16 convolutions run in f32 through conversions). EMBER_CPU_BF16=0
-// in the environment refuses them too (for A/B measurements and tests).
+// or the mode above turns them down.
 const Bf16ConvKernels* bf16_conv_kernels();
-// For tests: turn the kernels off (false) or back on where supported.
-void set_bf16_conv_kernels_enabled(bool on);
+// The kernels wherever the CPU has AVX512-BF16, whatever the mode (tests
+// check them on every such CPU); nullptr elsewhere.
+const Bf16ConvKernels* bf16_conv_kernels_supported();
+// The CPU's bf16 pair-dot rate over its f32 FMA rate (floating-point
+// operations per second, all threads at once: the GEMM kernel set's own
+// fma_peak_loop against dot_peak_loop), measured on first call; 0 without
+// AVX512-BF16.
+double bf16_dot_speedup();
+// For tests and benchmarks: override EMBER_CPU_BF16 (automatic restores the
+// measured choice).
+void set_bf16_conv_kernel_mode(Bf16KernelMode mode);
+// One line for program banners: "AVX512-BF16 (measured 2.0x f32)", "f32
+// (AVX512-BF16 measured 0.5x f32)", "f32 (no AVX512-BF16)", ...
+std::string bf16_conv_kernels_description();
 
 }  // namespace ember::cpu

@@ -118,6 +118,29 @@ void pack_transposed(const uint16_t* src, int64_t lds, int rows, int64_t groups,
   }
 }
 
+// Independent vdpbf16ps chains held in registers, as many as the tile has
+// accumulators (gemm_micro::fma_peak_loop's twin): the CPU's bf16 pair-dot
+// rate, which decides whether the tiles above pay (conv_bf16_kernels.cpp).
+double dot_peak_loop(int64_t iters, float* sink) {
+  constexpr int kChains = kMR * kNV;
+  __m512 acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(float(c) * 1e-3f);
+  __m512i m = _mm512_set1_epi32(0x3f803f80), a = _mm512_set1_epi32(0x3f803f80);  // pairs of bf16 1.0
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 16
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm512_dpbf16_ps(acc[c], as_bh(m), as_bh(a));
+    __asm__ volatile("" : "+x"(m));  // m unknown to the optimiser: no folding of the chains
+  }
+  __m512 total = _mm512_setzero_ps();
+  for (int c = 0; c < kChains; ++c) total = _mm512_add_ps(total, acc[c]);
+  alignas(64) float lanes[kL];  // (not _mm512_reduce_add_ps: GCC 12 warns inside it)
+  _mm512_store_ps(lanes, total);
+  float sum = 0;
+  for (float v : lanes) sum += v;
+  *sink = sum;
+  return 4.0 * double(iters) * kChains * kL;  // 2 multiplies and 2 adds per lane
+}
+
 }  // namespace
 
 Bf16ConvKernels bf16_conv_kernels_avx512bf16() {
@@ -129,6 +152,7 @@ Bf16ConvKernels bf16_conv_kernels_avx512bf16() {
   k.window_tile_t[1] = &window_tile_t<2>;
   k.window_tile_t[2] = &window_tile_t<4>;
   k.pack_transposed = &pack_transposed;
+  k.dot_peak_loop = &dot_peak_loop;
   return k;
 }
 
