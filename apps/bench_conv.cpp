@@ -9,7 +9,8 @@
 // median milliseconds of forward, backward-data and backward-filter in f32,
 // their GFLOP/s and fraction of this CPU's measured FMA peak, the same in
 // f16 with the f16/f32 ratio, then the totals weighted by the use counts:
-// the convolution share of one training step. An experiment tool in the
+// the convolution share of one training step, and which algorithm ran each
+// f32 pass (EMBER_CPU_CONV=benchmark: the one it measured fastest). An experiment tool in the
 // spirit of llm.c's dev/cuda benchmarks; correctness is the tests' job
 // (tests/test_f16.cpp, the op harness).
 #include <algorithm>
@@ -27,6 +28,7 @@
 #include "engine/error.h"
 #include "engine/parallel.h"
 #include "engine/tensor.h"
+#include "ops/cpu/conv_policy.h"
 #include "ops/cpu/gemm_isa.h"
 #include "ops/kernels.h"
 
@@ -120,6 +122,14 @@ Times time_conv(const Conv2dGeometry& g, DType dt, int reps, bool want_bwd_data)
   return t;
 }
 
+// The algorithms that ran the f32 passes (after the timed calls, so in
+// benchmark mode the cached choices): "forward/backward data/filter".
+std::string algorithms(const Conv2dGeometry& g, bool has_bwd_data) {
+  auto name = [&](cpu::ConvPass p) { return std::string(cpu::conv_algo_name(cpu::conv_algo_for(p, g, DType::f32))); };
+  return name(cpu::ConvPass::forward) + "/" + (has_bwd_data ? name(cpu::ConvPass::backward_data) : "-") + "/" +
+         name(cpu::ConvPass::backward_filter);
+}
+
 // GFLOP/s of a pass taking `ms` per call, and its share of the peak.
 std::string rate(double flops, double ms, double peak) {
   if (ms <= 0) return "      -     ";
@@ -151,8 +161,8 @@ int run(int argc, char** argv) {
               "measured f32 FMA peak %.1f GFLOP/s\n",
               num_layers, (long long)batch, (long long)in_channels, (long long)size, (long long)size, num_threads(),
               reps, cpu::gemm_kernels<float>().isa, peak);
-  std::printf("%-28s %4s | %8s %8s %8s | %-11s %-11s %-11s", "geometry C,HxW->K RxS/stride", "uses", "fwd32",
-              "bdata32", "bfilt32", "fwd GF/s", "bdata GF/s", "bfilt GF/s");
+  std::printf("%-28s %4s | %8s %8s %8s | %-11s %-11s %-11s | %-22s", "geometry C,HxW->K RxS/stride", "uses", "fwd32",
+              "bdata32", "bfilt32", "fwd GF/s", "bdata GF/s", "bfilt GF/s", "f32 algorithms");
   if (f16) std::printf(" | %8s %8s %8s | %6s", "fwd16", "bdata16", "bfilt16", "16/32");
   std::printf("\n");
   Times total32, total16;
@@ -166,9 +176,9 @@ int run(int argc, char** argv) {
     char name[64];
     std::snprintf(name, sizeof name, "%lld,%lldx%lld->%lld %lldx%lld/%lld", (long long)g.C, (long long)g.H,
                   (long long)g.W, (long long)g.K, (long long)g.R, (long long)g.S, (long long)g.stride_h);
-    std::printf("%-28s %4d | %8.2f %8.2f %8.2f | %s %s %s", name, u.count, a.fwd, a.bwd_data, a.bwd_filter,
+    std::printf("%-28s %4d | %8.2f %8.2f %8.2f | %s %s %s | %-22s", name, u.count, a.fwd, a.bwd_data, a.bwd_filter,
                 rate(flops, a.fwd, peak).c_str(), rate(flops, a.bwd_data, peak).c_str(),
-                rate(flops, a.bwd_filter, peak).c_str());
+                rate(flops, a.bwd_filter, peak).c_str(), algorithms(g, !first).c_str());
     if (f16)
       std::printf(" | %8.2f %8.2f %8.2f | %6.3f", b.fwd, b.bwd_data, b.bwd_filter, b.sum() / a.sum());
     std::printf("\n");
@@ -178,9 +188,10 @@ int run(int argc, char** argv) {
     total32.fwd += u.count * a.fwd, total32.bwd_data += u.count * a.bwd_data, total32.bwd_filter += u.count * a.bwd_filter;
     total16.fwd += u.count * b.fwd, total16.bwd_data += u.count * b.bwd_data, total16.bwd_filter += u.count * b.bwd_filter;
   }
-  std::printf("%-28s %4s | %8.1f %8.1f %8.1f | %s %s %s", "step total (ms, weighted)", "", total32.fwd,
+  std::printf("%-28s %4s | %8.1f %8.1f %8.1f | %s %s %s | %-22s", "step total (ms, weighted)", "", total32.fwd,
               total32.bwd_data, total32.bwd_filter, rate(flops_total, total32.fwd, peak).c_str(),
-              rate(flops_data, total32.bwd_data, peak).c_str(), rate(flops_total, total32.bwd_filter, peak).c_str());
+              rate(flops_data, total32.bwd_data, peak).c_str(), rate(flops_total, total32.bwd_filter, peak).c_str(),
+              cpu::conv_policy_name(cpu::conv_policy()));
   if (f16)
     std::printf(" | %8.1f %8.1f %8.1f | %6.3f", total16.fwd, total16.bwd_data, total16.bwd_filter,
                 total16.sum() / total32.sum());
