@@ -44,20 +44,15 @@ std::atomic<int>& mode() {
   return m;
 }
 
-// Floating-point operations per second of `loop` on this thread: the best
-// of `tries` runs of `iters` rounds (the best, not the median: the other
-// tenants of a shared machine only ever slow a run down).
+// Floating-point operations per second of one run of `loop` (`iters`
+// rounds) on this thread.
 template <typename T>
-double loop_rate(double (*loop)(int64_t, T*), int64_t iters, int tries) {
+double loop_rate(double (*loop)(int64_t, T*), int64_t iters) {
   T sink = T(1e-3);
-  double best = 0;
-  for (int t = 0; t < tries; ++t) {
-    const auto t0 = std::chrono::steady_clock::now();
-    const double flops = loop(iters, &sink);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (s > 0) best = std::max(best, flops / s);
-  }
-  return best;
+  const auto t0 = std::chrono::steady_clock::now();
+  const double flops = loop(iters, &sink);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return s > 0 ? flops / s : 0.0;
 }
 
 }  // namespace
@@ -78,12 +73,14 @@ double bf16_dot_speedup() {
     const GemmKernels<float>& f32 = gemm_kernels<float>();
     // ~0.2-1 ms a run; one warm-up each so that the clock has settled.
     constexpr int64_t kIters = int64_t(1) << 17;
-    loop_rate(f32.fma_peak_loop, kIters / 4, 1);
-    loop_rate(k->dot_peak_loop, kIters / 4, 1);
+    loop_rate(f32.fma_peak_loop, kIters / 4);
+    loop_rate(k->dot_peak_loop, kIters / 4);
+    // Alternating, so that drift falls on both; the best of 3 each, not the
+    // median: the other tenants of a shared machine only ever slow a run down.
     double f32_rate = 0, bf16_rate = 0;
-    for (int round = 0; round < 3; ++round) {  // alternating, so drift falls on both
-      f32_rate = std::max(f32_rate, loop_rate(f32.fma_peak_loop, kIters, 1));
-      bf16_rate = std::max(bf16_rate, loop_rate(k->dot_peak_loop, kIters, 1));
+    for (int round = 0; round < 3; ++round) {
+      f32_rate = std::max(f32_rate, loop_rate(f32.fma_peak_loop, kIters));
+      bf16_rate = std::max(bf16_rate, loop_rate(k->dot_peak_loop, kIters));
     }
     return f32_rate > 0 ? bf16_rate / f32_rate : 0.0;
   }();

@@ -50,9 +50,9 @@ struct Bf16ConvKernels {
   double (*dot_peak_loop)(int64_t iters, float* sink) = nullptr;
 };
 
-// Whether the tiles run: having AVX512-BF16 is not enough. Zen 4/5 retire
-// vdpbf16ps at the f32 FMA's instruction rate (twice its multiplies), but
-// a Sapphire Rapids core, measured, at half that (so as many multiplies per
+// Whether the tiles run: having AVX512-BF16 is not enough. A Zen 5 core
+// was measured to retire vdpbf16ps at the f32 FMA's instruction rate (twice
+// its multiplies), a Sapphire Rapids core at half that (so as many multiplies per
 // cycle as f32 FMAs, plus the pair packing): there bf16 convolutions are
 // faster in f32 through conversions. So the choice is measured once per
 // process (bf16_dot_speedup, a few ms) unless EMBER_CPU_BF16 sets it:
@@ -69,9 +69,9 @@ const Bf16ConvKernels* bf16_conv_kernels();
 // check them on every such CPU); nullptr elsewhere.
 const Bf16ConvKernels* bf16_conv_kernels_supported();
 // The CPU's bf16 pair-dot rate over its f32 FMA rate (floating-point
-// operations per second, all threads at once: the GEMM kernel set's own
-// fma_peak_loop against dot_peak_loop), measured on first call; 0 without
-// AVX512-BF16.
+// operations per second on the calling thread: the active GEMM kernel set's
+// fma_peak_loop against dot_peak_loop), measured once, on first call; 0
+// without AVX512-BF16.
 double bf16_dot_speedup();
 // For tests and benchmarks: override EMBER_CPU_BF16 (automatic restores the
 // measured choice).
