@@ -66,12 +66,14 @@ BatchIterator::BatchIterator(const ImageSet& set, Options options) : set_(set), 
   start_epoch(0);
 }
 
-void BatchIterator::start_epoch(int epoch) {
+void BatchIterator::start_epoch(int epoch, int64_t first_batch) {
   EMBER_CHECK(epoch >= 0 && epoch <= kMaxEpoch, "data: epoch ", epoch, " outside [0, ", kMaxEpoch, "]");
+  EMBER_CHECK(first_batch >= 0 && first_batch <= batches_per_epoch(), set_.name, ": batch ", first_batch,
+              " is outside epoch ", epoch, "'s ", batches_per_epoch(), " batches");
   epoch_ = epoch;
   order_ = shard_order(epoch_order(set_.count, opt_.shuffle, opt_.seed, epoch), opt_.rank, opt_.world,
                        opt_.even_shards);
-  pos_ = 0;
+  pos_ = std::min(first_batch * opt_.batch_size, samples_per_epoch());
 }
 
 int64_t BatchIterator::samples_per_epoch() const {

@@ -63,8 +63,11 @@ class BatchIterator {
   // not change while it is in use). Starts epoch 0.
   BatchIterator(const ImageSet& set, Options options);
 
-  // Computes the order of `epoch` (>= 0) and rewinds to its first batch.
-  void start_epoch(int epoch);
+  // Computes the order of `epoch` (>= 0) and rewinds to its batch
+  // `first_batch` (0: the start; a resumed run continues mid-epoch).
+  void start_epoch(int epoch, int64_t first_batch = 0);
+  // Batches of the epoch handed out so far (where a resumed run continues).
+  int64_t position() const { return (pos_ + opt_.batch_size - 1) / opt_.batch_size; }
   // Fills `batch` with the next batch (fresh tensors each call, so earlier
   // batches stay valid); returns false at the end of the epoch.
   bool next(Batch& batch);

@@ -247,7 +247,7 @@ struct ImageLoader::Impl {
     for (;;) {
       if (abort.load(std::memory_order_relaxed)) return;
       const int64_t c = next_claim.fetch_add(1, std::memory_order_relaxed);
-      if (c >= samples) return;
+      if (c >= int64_t(claims.size())) return;
       const int64_t pos = claims[size_t(c)];
       const int64_t k = pos / B;
       if (k >= taken.load(std::memory_order_acquire) + ring) {
@@ -408,8 +408,12 @@ int64_t ImageLoader::batches_per_epoch() const { return (samples_per_epoch() + o
 
 int64_t ImageLoader::bad_records() const { return impl_->bad.load(); }
 
-void ImageLoader::start_epoch(int epoch) {
+int64_t ImageLoader::position() const { return impl_->started ? impl_->taken.load() : 0; }
+
+void ImageLoader::start_epoch(int epoch, int64_t first_batch) {
   EMBER_CHECK(epoch >= 0 && epoch <= kMaxEpoch, "image loader: epoch ", epoch, " outside [0, ", kMaxEpoch, "]");
+  EMBER_CHECK(first_batch >= 0 && first_batch <= batches_per_epoch(), "image loader: batch ", first_batch,
+              " is outside epoch ", epoch, "'s ", batches_per_epoch(), " batches");
   Impl& m = *impl_;
   m.stop_workers();
   // No worker is inside an epoch now and none enters until `live` is set
@@ -422,14 +426,21 @@ void ImageLoader::start_epoch(int epoch) {
       shard_order(epoch_order(m.data.size(), shuffle, opt_.seed, epoch), opt_.rank, opt_.world, opt_.even_shards);
   order.resize(size_t(samples_per_epoch()));
   m.claims = window_read_order(m.data, order, int64_t(opt_.prefetch_batches) * opt_.batch_size);
+  // Resuming mid-epoch: the positions before first_batch are not loaded
+  // (the windows keep their read order; a batch's samples still come from
+  // their own Philox streams, so the batches are those of a whole epoch).
+  const int64_t first_pos = first_batch * opt_.batch_size;
+  if (first_pos > 0)
+    std::erase_if(m.claims, [&](int64_t pos) { return pos < first_pos; });
   m.order = std::move(order);
   m.epoch = epoch;
   m.size = output_size(epoch);
   m.val_resize = validation_resize(m.size, opt_.val_resize);
   m.samples = samples_per_epoch();
   m.next_claim.store(0);
+  m.taken.store(first_batch);
   const int64_t batches = batches_per_epoch();
-  for (int64_t k = 0; k < std::min(m.ring, batches); ++k) m.arm(k);
+  for (int64_t k = first_batch; k < std::min(first_batch + m.ring, batches); ++k) m.arm(k);
   m.batches = batches;
   {
     std::lock_guard<std::mutex> lock(m.mu);

@@ -76,8 +76,12 @@ class ImageLoader {
   ImageLoader(const ImageLoader&) = delete;
   ImageLoader& operator=(const ImageLoader&) = delete;
 
-  // Starts decoding epoch `epoch` (the previous one is abandoned).
-  void start_epoch(int epoch);
+  // Starts decoding epoch `epoch` at its batch `first_batch` (0: the
+  // start; a resumed run continues mid-epoch). The previous one is abandoned.
+  void start_epoch(int epoch, int64_t first_batch = 0);
+  // Batches of the epoch taken so far, counting batches that skip_bad
+  // dropped whole (where a resumed run continues).
+  int64_t position() const;
   // The next batch of the epoch, waiting for the decode threads; false at its end.
   // Errors from decoding (corrupt records without skip_bad) are rethrown here.
   bool next(Batch& batch);

@@ -31,22 +31,41 @@ LrSchedule::LrSchedule(const LrScheduleOptions& o) : o_(o) {
               " must be in [0, --num-epochs]");
   EMBER_CHECK(o.kind != LrScheduleKind::onecycle || (o.pct_start > 0 && o.pct_start < 1),
               "onecycle: pct_start must be in (0, 1)");
+  EMBER_CHECK(!o.cycle_momentum || o.kind == LrScheduleKind::onecycle,
+              "momentum cycling (--moms) needs --lr-schedule onecycle");
+  EMBER_CHECK(!o.cycle_momentum || (o.base_momentum > 0 && o.base_momentum <= o.max_momentum && o.max_momentum < 1),
+              "--moms MAX,MIN: need 0 < MIN <= MAX < 1, got ", o.max_momentum, ",", o.base_momentum);
   for (int e : o.step_epochs) EMBER_CHECK(e > 0, "--lr-step-epochs must be positive epochs, got ", e);
   total_steps_ = o.steps_per_epoch * o.num_epochs;
   warmup_steps_ = int64_t(std::llround(o.warmup_epochs * double(o.steps_per_epoch)));
 }
 
+namespace {
+constexpr double pi = 3.14159265358979323846;
+// Cosine from start (pct 0) to end (pct 1), as PyTorch's _annealing_cos.
+double anneal(double start, double end, double pct) { return end + (start - end) / 2.0 * (std::cos(pi * pct) + 1.0); }
+}  // namespace
+
+// PyTorch OneCycleLR with anneal_strategy='cos', three_phase=False: phase 1
+// up to step pct_start * total - 1, phase 2 down to the last step.
+double LrSchedule::onecycle_value(int64_t it, double start, double peak, double end) const {
+  const double up_end = o_.pct_start * double(total_steps_) - 1.0, down_end = double(total_steps_) - 1.0;
+  const double t = double(it);
+  if (t <= up_end) return anneal(start, peak, up_end > 0 ? t / up_end : 1.0);
+  return anneal(peak, end, (t - up_end) / std::max(1.0, down_end - up_end));
+}
+
+double LrSchedule::momentum_at(int64_t it) const {
+  if (!o_.cycle_momentum) return o_.momentum;
+  it = std::clamp<int64_t>(it, 0, total_steps_ - 1);
+  return onecycle_value(it, o_.max_momentum, o_.base_momentum, o_.max_momentum);
+}
+
 double LrSchedule::lr_at(int64_t it) const {
   it = std::clamp<int64_t>(it, 0, total_steps_ - 1);
-  constexpr double pi = 3.14159265358979323846;
   if (o_.kind == LrScheduleKind::onecycle) {
-    // PyTorch OneCycleLR with anneal_strategy='cos', three_phase=False.
-    const double initial = o_.base_lr / o_.div_factor, final_lr = initial / o_.final_div_factor;
-    const double up_end = o_.pct_start * double(total_steps_) - 1.0, down_end = double(total_steps_) - 1.0;
-    auto anneal = [&](double start, double end, double pct) { return end + (start - end) / 2.0 * (std::cos(pi * pct) + 1.0); };
-    const double t = double(it);
-    if (t <= up_end) return anneal(initial, o_.base_lr, up_end > 0 ? t / up_end : 1.0);
-    return anneal(o_.base_lr, final_lr, (t - up_end) / std::max(1.0, down_end - up_end));
+    const double initial = o_.base_lr / o_.div_factor;
+    return onecycle_value(it, initial, o_.base_lr, initial / o_.final_div_factor);
   }
   if (it < warmup_steps_) return o_.base_lr * double(it + 1) / double(warmup_steps_);
   if (o_.kind == LrScheduleKind::cosine) {

@@ -5,6 +5,10 @@
 //   onecycle: PyTorch's OneCycleLR (cosine, two phases): from lr / div_factor up to
 //             lr over the first pct_start of training, then down to
 //             lr / div_factor / final_div_factor
+// Momentum cycling (onecycle with cycle_momentum, fast.ai's moms=(0.95, 0.85, 0.95)
+// and PyTorch OneCycleLR's cycle_momentum): momentum anneals (cosine) from
+// max_momentum down to base_momentum while the lr rises, and back up while
+// it falls. Otherwise momentum_at() is the optimizer's constant momentum.
 // Warm-up (step and cosine): linear from lr / warmup_steps to lr over the
 // first warmup_epochs (Goyal et al.); onecycle has its own warm-up phase.
 #pragma once
@@ -29,6 +33,9 @@ struct LrScheduleOptions {
   double pct_start = 0.25;       // onecycle
   double div_factor = 25.0;      // onecycle
   double final_div_factor = 1e4; // onecycle
+  bool cycle_momentum = false;   // onecycle: momentum from max_momentum to base_momentum and back
+  double max_momentum = 0.95, base_momentum = 0.85;
+  double momentum = 0.9;         // the constant momentum otherwise
 };
 
 class LrSchedule {
@@ -36,9 +43,12 @@ class LrSchedule {
   explicit LrSchedule(const LrScheduleOptions& options);
   // Learning rate for global iteration `it` (0-based, counted from the start of training).
   double lr_at(int64_t it) const;
+  // Momentum for global iteration `it`.
+  double momentum_at(int64_t it) const;
   const LrScheduleOptions& options() const { return o_; }
 
  private:
+  double onecycle_value(int64_t it, double start, double peak, double end) const;
   LrScheduleOptions o_;
   int64_t total_steps_;
   int64_t warmup_steps_;

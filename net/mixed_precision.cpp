@@ -53,6 +53,13 @@ LossScaler::LossScaler(const LossScalerOptions& options) : options_(options) {
   scale_ = dynamic() ? options.initial_scale : options.fixed_scale;
 }
 
+void LossScaler::restore(double scale, int64_t clean, int64_t skipped, int64_t consecutive_skips) {
+  EMBER_CHECK(scale > 0.0 && std::isfinite(scale), "loss scale to restore must be positive, got ", scale);
+  EMBER_CHECK(clean >= 0 && skipped >= 0 && consecutive_skips >= 0, "loss scaler: negative counts to restore");
+  scale_ = dynamic() ? scale : options_.fixed_scale;
+  clean_ = clean, skipped_ = skipped, consecutive_skips_ = consecutive_skips;
+}
+
 bool LossScaler::update(bool gradients_finite) {
   if (gradients_finite) {
     consecutive_skips_ = 0;

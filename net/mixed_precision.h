@@ -59,6 +59,10 @@ class LossScaler {
   bool update(bool gradients_finite);
   int64_t skipped_steps() const { return skipped_; }
   int64_t clean_steps_in_window() const { return clean_; }
+  int64_t consecutive_skips() const { return consecutive_skips_; }
+  // Puts back a state saved from scale(), clean_steps_in_window(),
+  // skipped_steps() and consecutive_skips() (resuming a run).
+  void restore(double scale, int64_t clean, int64_t skipped, int64_t consecutive_skips);
   const LossScalerOptions& options() const { return options_; }
 
  private:

@@ -74,6 +74,14 @@ std::vector<std::pair<std::string, Tensor>> SGD::masters() const {
   return out;
 }
 
+void SGD::set_momentum(double momentum) {
+  EMBER_CHECK(momentum >= 0.0 && momentum < 1.0, "SGD: momentum must be in [0, 1), got ", momentum);
+  EMBER_CHECK(!options_.nesterov || momentum > 0.0, "SGD: Nesterov momentum needs momentum > 0");
+  EMBER_CHECK((momentum != 0.0) == (options_.momentum != 0.0) || steps_ == 0,
+              "SGD: momentum cannot be switched on or off after the first step");
+  options_.momentum = momentum;
+}
+
 void SGD::step(double lr, double grad_scale) {
   NoGradGuard no_grad;
   for (Slot& s : slots_) {

@@ -52,6 +52,9 @@ class SGD {
   void set_lr_multipliers(const std::function<double(const std::string&)>& multiplier);
   int64_t steps() const { return steps_; }
   const SgdOptions& options() const { return options_; }
+  // The momentum of the next steps (one-cycle's momentum cycling changes it
+  // every step). Nesterov needs it > 0.
+  void set_momentum(double momentum);
 
   // Momentum buffers named "momentum.<param name>", for checkpoints. Buffers
   // of parameters that never had a gradient are absent.

@@ -587,6 +587,37 @@ TEST_CASE("batches: augmented content is independent of thread count and batch s
   CHECK(d.images != a.images);
 }
 
+TEST_CASE("batches: start_epoch at a batch continues the epoch exactly (resume)") {
+  const ImageSet s = synthetic_set(100, 1, 6, 6);
+  BatchIterator::Options o;
+  o.batch_size = 16;  // 7 batches, the last one of 4
+  o.pad = 1;
+  o.flip = true;
+  o.seed = 3;
+  BatchIterator whole(s, o);
+  const Epoch full = run_epoch(whole, 4);
+  REQUIRE(full.sizes.size() == 7);
+  for (int64_t first = 0; first <= 7; ++first) {
+    BatchIterator resumed(s, o);
+    resumed.start_epoch(4, first);
+    CHECK(resumed.position() == first);
+    Batch b;
+    std::vector<int64_t> order;
+    while (resumed.next(b)) {
+      for (int64_t i = 0; i < b.size; ++i) {
+        const int64_t id = b.labels.data<int64_t>()[i];
+        order.push_back(id);
+        const uint8_t* p = b.images.data<uint8_t>() + i * 36;
+        CHECK(Bytes(p, p + 36) == full.images.at(id));  // the same augmentation as in the whole epoch
+      }
+    }
+    CHECK(resumed.position() == 7);
+    CHECK(order == std::vector<int64_t>(full.order.begin() + std::min<int64_t>(first * 16, 100), full.order.end()));
+  }
+  BatchIterator bad(s, o);
+  CHECK_THROWS_WITH_AS(bad.start_epoch(0, 8), doctest::Contains("batch 8 is outside epoch 0's 7 batches"), Error);
+}
+
 TEST_CASE("batches: sharding over world = 3 covers the epoch with equal counts") {
   const int64_t n = 1000;  // 1000 = 3 * 333 + 1: ranks get 334, two samples repeat
   const ImageSet s = synthetic_set(n);

@@ -536,6 +536,46 @@ TEST_CASE("epochs differ in order, schedules change the size, restarts and teard
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
 }
 
+TEST_CASE("start_epoch at a batch continues the epoch exactly (resume), for any threads and prefetch") {
+  TempDir dir;
+  const std::vector<Sample> samples = mixed_samples(30);
+  write_records(dir.file("r.erec"), samples);
+  RecordDataset data(dir.file("r.erec"));
+  LoaderOptions o;
+  o.batch_size = 4;  // 8 batches, the last one of 2
+  o.threads = 2;
+  o.prefetch_batches = 3;
+  o.seed = 5;
+  o.output_size = 12;
+  ImageLoader whole(data, o);
+  const EpochOutput full = run_epoch(whole, 2);
+  REQUIRE(full.images.size() == 8);
+  for (int64_t first : {int64_t(1), int64_t(3), int64_t(5), int64_t(7), int64_t(8)}) {
+    for (int threads : {1, 3}) {
+      LoaderOptions r = o;
+      r.threads = threads;
+      r.prefetch_batches = threads == 1 ? 1 : 2;
+      ImageLoader resumed(data, r);
+      resumed.start_epoch(2, first);
+      CHECK(resumed.position() == first);
+      Batch b;
+      int64_t k = first;
+      while (resumed.next(b)) {
+        REQUIRE(k < 8);
+        const uint8_t* p = b.images.data<uint8_t>();
+        CHECK(Bytes(p, p + b.images.numel()) == full.images[size_t(k)]);
+        CHECK(std::vector<int64_t>(b.labels.data<int64_t>(), b.labels.data<int64_t>() + b.size) ==
+              full.labels[size_t(k)]);
+        ++k;
+        CHECK(resumed.position() == k);
+      }
+      CHECK(k == 8);
+    }
+  }
+  ImageLoader bad(data, o);
+  expect_error([&] { bad.start_epoch(0, 9); }, "batch 9 is outside epoch 0's 8 batches");
+}
+
 TEST_CASE("pad_crop equals data/augment.h's padded crop and flip") {
   TempDir dir;
   std::vector<Sample> samples;

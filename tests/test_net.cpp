@@ -244,6 +244,26 @@ TEST_CASE("lr schedules: step, cosine and one-cycle against PyTorch's values") {
                                              {99, 8e-07}};
   net::LrSchedule one(o);
   for (auto [it, lr] : onecycle) CHECK(one.lr_at(it) == doctest::Approx(lr).epsilon(1e-9));
+  CHECK(one.momentum_at(0) == o.momentum);  // no cycling: the constant momentum
+  CHECK(one.momentum_at(50) == o.momentum);
+
+  // Momentum cycling: OneCycleLR(..., base_momentum=0.85, max_momentum=0.95), read from
+  // optimizer.param_groups[0]['momentum'] before each step.
+  o.cycle_momentum = true;
+  o.max_momentum = 0.95;
+  o.base_momentum = 0.85;
+  const std::pair<int, double> moms[] = {{0, 0.95},  {1, 0.9495722430686905},  {10, 0.912940952255126},
+                                         {23, 0.8504277569313095}, {24, 0.85}, {25, 0.850043858495057},
+                                         {50, 0.8768351982440069}, {75, 0.9267913397489498}, {99, 0.95}};
+  net::LrSchedule cycled(o);
+  for (auto [it, m] : moms) CHECK(cycled.momentum_at(it) == doctest::Approx(m).epsilon(1e-12));
+  for (auto [it, lr] : onecycle) CHECK(cycled.lr_at(it) == doctest::Approx(lr).epsilon(1e-9));  // lr unchanged
+  o.base_momentum = 0.96;  // MIN above MAX
+  CHECK_THROWS_WITH_AS(net::LrSchedule{o}, doctest::Contains("--moms"), Error);
+  o.base_momentum = 0.85;
+  o.kind = net::LrScheduleKind::cosine;
+  CHECK_THROWS_WITH_AS(net::LrSchedule{o}, doctest::Contains("needs --lr-schedule onecycle"), Error);
+  o.cycle_momentum = false;
 
   // torch.optim.lr_scheduler.CosineAnnealingLR(T_max=100), lr 0.1
   o.kind = net::LrScheduleKind::cosine;

@@ -12,8 +12,11 @@ namespace ember::apps {
 class BatchSource {
  public:
   virtual ~BatchSource() = default;
-  virtual void start_epoch(int epoch) = 0;
+  // Rewinds to batch `first_batch` of `epoch` (a resumed run starts mid-epoch).
+  virtual void start_epoch(int epoch, int64_t first_batch = 0) = 0;
   virtual bool next(data::Batch& batch) = 0;  // false at the end of the epoch
+  // Batches of the epoch taken so far (what start_epoch's first_batch resumes from).
+  virtual int64_t position() const = 0;
   virtual int64_t batches_per_epoch() const = 0;
   virtual int64_t samples_per_epoch() const = 0;
   virtual int64_t batch_size() const = 0;
@@ -25,8 +28,9 @@ class BatchSource {
 class IteratorSource final : public BatchSource {
  public:
   explicit IteratorSource(data::BatchIterator& it) : it_(it) {}
-  void start_epoch(int epoch) override { it_.start_epoch(epoch); }
+  void start_epoch(int epoch, int64_t first_batch = 0) override { it_.start_epoch(epoch, first_batch); }
   bool next(data::Batch& b) override { return it_.next(b); }
+  int64_t position() const override { return it_.position(); }
   int64_t batches_per_epoch() const override { return it_.batches_per_epoch(); }
   int64_t samples_per_epoch() const override { return it_.samples_per_epoch(); }
   int64_t batch_size() const override { return it_.options().batch_size; }
@@ -38,8 +42,9 @@ class IteratorSource final : public BatchSource {
 class LoaderSource final : public BatchSource {
  public:
   explicit LoaderSource(data::ImageLoader& loader) : loader_(loader) {}
-  void start_epoch(int epoch) override { loader_.start_epoch(epoch); }
+  void start_epoch(int epoch, int64_t first_batch = 0) override { loader_.start_epoch(epoch, first_batch); }
   bool next(data::Batch& b) override { return loader_.next(b); }
+  int64_t position() const override { return loader_.position(); }
   int64_t batches_per_epoch() const override { return loader_.batches_per_epoch(); }
   int64_t samples_per_epoch() const override { return loader_.samples_per_epoch(); }
   int64_t batch_size() const override { return loader_.options().batch_size; }

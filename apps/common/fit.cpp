@@ -1,12 +1,16 @@
-// apps/common/fit.cpp — training loop, evaluation and synthetic benchmark.
+// apps/common/fit.cpp — the training loop (checkpoints, resuming, stopping on a signal,
+// progress and metrics) and evaluation.
 #include "apps/common/fit.h"
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <filesystem>
 #include <sys/stat.h>
 
+#include "apps/common/fit_helpers.h"
+#include "apps/common/progress.h"
 #include "apps/common/top_k.h"
 #include "engine/autograd.h"
 #include "net/checkpoint.h"
@@ -16,10 +20,14 @@
 #include "ops/ops.h"
 
 namespace ember::apps {
-namespace {
 
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+using detail::backward_scaled;
+using detail::Clock;
+using detail::Interval;
+using detail::seconds_since;
+using detail::unit_loss_scale;
+
+namespace {
 
 int64_t count_correct(const Tensor& logits, const Tensor& labels_host) {
   const Tensor pred = ops::argmax(logits).to(Device::cpu());
@@ -51,26 +59,6 @@ TopHits count_top_hits(const Tensor& logits, const Tensor& labels_host) {
 bool file_exists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;
-}
-
-// Running totals between two log lines.
-struct Interval {
-  int64_t samples = 0, correct = 0, batches = 0;
-  double loss_sum = 0;
-  Clock::time_point start = Clock::now();
-  void reset() { *this = Interval(); }
-};
-
-// bf16 training's scaler: a fixed scale of 1 (no loss scaling), which still
-// skips and counts steps with inf/NaN gradients and ends a run of them.
-net::LossScalerOptions unit_loss_scale(net::LossScalerOptions o) {
-  o.fixed_scale = 1.0;
-  return o;
-}
-
-// The backward of the (scaled) loss; a scale of 1 adds no op.
-void backward_scaled(const Tensor& loss, double scale) {
-  (scale == 1.0 ? loss : ops::scale(loss, scale)).backward();
 }
 
 // What a progress line adds in mixed precision: the loss scale (fp16) and
@@ -229,9 +217,28 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
   so.base_lr = o.lr;
   so.steps_per_epoch = steps_per_epoch;
   so.num_epochs = o.num_epochs;
+  so.momentum = o.sgd.momentum;
   const net::LrSchedule schedule(so);
 
-  if (o.begin_epoch > 0 && !o.model_prefix.empty()) {
+  // Where training starts: a resumed position (--resume), the start of
+  // --load-epoch, or the beginning.
+  TrainingPosition start;
+  start.epoch = o.begin_epoch;
+  start.global_step = int64_t(o.begin_epoch) * steps_per_epoch;
+  if (o.resume) {
+    start = *o.resume;
+    if (!start.complete) start.global_step = int64_t(start.epoch) * steps_per_epoch + start.batch;
+    EMBER_CHECK(start.epoch < o.num_epochs, "nothing to resume: the checkpoint is at Epoch[", start.epoch,
+                "] and --num-epochs is ", o.num_epochs, " (train longer with a larger --num-epochs)");
+    EMBER_CHECK(start.batch <= steps_per_epoch, "the checkpoint is at batch ", start.batch, " of Epoch[", start.epoch,
+                "], but an epoch now has ", steps_per_epoch, " batches (was --batch-size or the data changed?)");
+    if (!o.resume_states.empty()) {
+      net::load_optimizer(o.resume_states, opt);
+      if (start.complete) scaler.restore(start.loss_scale, start.scaler_clean, start.scaler_skipped, start.scaler_consecutive);
+    }
+    std::fprintf(o.log, "Resuming at Epoch[%d] Batch [%lld] (step %lld, %.1f s trained so far)\n", start.epoch,
+                 (long long)start.batch, (long long)start.global_step, start.elapsed_seconds);
+  } else if (o.begin_epoch > 0 && !o.model_prefix.empty()) {
     const std::string states = net::optimizer_state_path(o.model_prefix, o.begin_epoch);
     if (file_exists(states)) {
       net::load_optimizer(states, opt);
@@ -249,26 +256,83 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
     EMBER_CHECK(!ec, "--model-prefix ", o.model_prefix, ": cannot create directory ", dir.string(), ": ",
                 ec.message());
   }
+  EMBER_CHECK(o.checkpoint_steps >= 0, "--checkpoint-steps must be >= 0");
+  EMBER_CHECK(o.checkpoint_steps == 0 || !o.model_prefix.empty(), "--checkpoint-steps needs --model-prefix");
+  EMBER_CHECK(o.target_accuracy >= 0 && o.target_accuracy <= 1, "--target-accuracy must be in [0, 1], got ",
+              o.target_accuracy);
+  EMBER_CHECK(o.target_accuracy == 0 || val, "--target-accuracy needs a validation set");
+
+  MetricsLog metrics(rank0 ? o.metrics_path : std::string());
+  if (metrics.enabled())
+    metrics.write({{"kind", "start"},
+                   {"wall_time", metric(start.elapsed_seconds)},
+                   {"step", start.global_step},
+                   {"epoch", start.epoch},
+                   {"resumed", o.resume != nullptr},
+                   {"args", o.command_line}});
+  ProgressBar bar(o.log);
+  const bool show_lines = o.progress == ProgressMode::lines, show_bar = o.progress == ProgressMode::bar && rank0;
 
   FitResult result;
-  const auto fit_start = Clock::now();
-  int64_t global_step = int64_t(o.begin_epoch) * steps_per_epoch;
+  const auto run_start = Clock::now();
+  auto elapsed = [&] { return start.elapsed_seconds + seconds_since(run_start); };
+  std::string last_checkpoint = o.resume ? o.resume_model : std::string();
+  // Saves the model and the training state at `p` (rank 0), keeps the newest --keep-checkpoints.
+  auto save_checkpoint = [&](const std::string& path, TrainingPosition p) {
+    if (o.model_prefix.empty() || !rank0) return;
+    std::map<std::string, std::string> meta(o.checkpoint_metadata.begin(), o.checkpoint_metadata.end());
+    meta["epoch"] = std::to_string(p.epoch);
+    if (p.batch > 0) meta["batch"] = std::to_string(p.batch);
+    if (val && p.batch == 0 && result.validation_accuracy >= 0) meta["validation_accuracy"] = std::to_string(result.validation_accuracy);
+    if (mixed) meta["precision"] = cat(scaled ? "fp16" : "bf16", " (f32 master weights saved)");
+    p.loss_scale = scaler.scale();
+    p.scaler_clean = scaler.clean_steps_in_window();
+    p.scaler_skipped = scaler.skipped_steps();
+    p.scaler_consecutive = scaler.consecutive_skips();
+    p.seed = int64_t(o.seed);
+    p.batch_size = train.batch_size();
+    save_training_checkpoint(path, model, opt, meta, p);
+    last_checkpoint = path;
+    if (show_bar) bar.clear();
+    std::fprintf(o.log, "Saved checkpoint to \"%s\"\n", path.c_str());
+    for (const std::string& gone : prune_checkpoints(o.model_prefix, o.keep_checkpoints))
+      std::fprintf(o.log, "Removed old checkpoint \"%s\" (--keep-checkpoints %d)\n", gone.c_str(), o.keep_checkpoints);
+  };
+  // A stop request (Ctrl-C, SIGTERM) on any rank stops every rank after the same step.
+  auto stop_signal = [&]() -> int {
+    const int local = o.stop ? o.stop->requested() : 0;
+    if (!comm) return local;
+    const double any = net::dist::sum_over_ranks(*comm, {double(local)})[0];
+    return local ? local : any > 0 ? SIGTERM : 0;
+  };
+
+  int64_t global_step = start.global_step;
+  double lr = schedule.lr_at(global_step), momentum = schedule.momentum_at(global_step);
   model.train();
-  for (int epoch = o.begin_epoch; epoch < o.num_epochs; ++epoch) {
+  for (int epoch = start.epoch; epoch < o.num_epochs && !result.interrupted_by; ++epoch) {
     const auto epoch_start = Clock::now();
+    const int64_t first_batch = epoch == start.epoch ? start.batch : 0;
     if (split) set_backbone(epoch);
-    train.start_epoch(epoch);
-    if (const int size = train.image_size(epoch); size > 0 && (epoch == o.begin_epoch || size != train.image_size(epoch - 1)))
+    train.start_epoch(epoch, first_batch);
+    if (const int size = train.image_size(epoch); size > 0 && (epoch == start.epoch || size != train.image_size(epoch - 1)))
       std::fprintf(o.log, "Epoch[%d] Image size=%d\n", epoch, size);
     Interval interval;
-    int64_t epoch_samples = 0, epoch_correct = 0, batch_index = 0;
+    int64_t epoch_samples = 0, epoch_correct = 0, batch_index = first_batch, timed_samples = 0;
+    double epoch_loss_sum = 0, data_wait = 0;
+    if (first_batch > 0)
+      epoch_samples = start.epoch_samples, epoch_correct = start.epoch_correct, epoch_loss_sum = start.epoch_loss_sum;
     data::Batch b;
-    while (train.next(b)) {
+    for (;;) {
+      const auto wait_start = Clock::now();
+      if (!train.next(b)) break;
+      data_wait += seconds_since(wait_start);
       const Tensor x = b.images.to(o.device), y = b.labels.to(o.device);
       const Tensor logits = model(x);
       const Tensor loss = ops::cross_entropy(logits, y, o.label_smoothing);  // f32 in both precisions
       opt.zero_grad();
-      const double lr = schedule.lr_at(global_step);
+      lr = schedule.lr_at(global_step);
+      momentum = schedule.momentum_at(global_step);
+      if (so.cycle_momentum) opt.set_momentum(momentum);
       if (reducer) reducer->prepare();
       if (mixed) {
         const double s = scaler.scale();
@@ -286,41 +350,103 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
       ++global_step;
 
       const double loss_value = loss.item();
-      EMBER_CHECK(mixed || std::isfinite(loss_value), "training diverged at Epoch[", epoch, "] Batch [", batch_index,
-                  "]: loss is ", loss_value, " (lr ", lr, "); try a lower --lr or more --warmup-epochs");
+      if (!mixed && !std::isfinite(loss_value)) {
+        if (show_bar) bar.clear();
+        fail(cat("training diverged at Epoch[", epoch, "] Batch [", batch_index, "] (step ", global_step, "): loss is ",
+                 loss_value, " (lr ", lr, "); ",
+                 last_checkpoint.empty() ? std::string("no checkpoint was saved before it")
+                                         : cat("the last good checkpoint is \"", last_checkpoint, "\""),
+                 "; try a lower --lr or more --warmup-epochs"));
+      }
       const int64_t correct = count_correct(logits, b.labels);
       interval.samples += b.size;
       interval.correct += correct;
-      if (std::isfinite(loss_value)) interval.loss_sum += loss_value * double(b.size);
+      if (std::isfinite(loss_value)) interval.loss_sum += loss_value * double(b.size), epoch_loss_sum += loss_value * double(b.size);
       ++interval.batches;
       epoch_samples += b.size;
+      timed_samples += b.size;
       epoch_correct += correct;
       ++batch_index;
       if (batch_index % o.disp_batches == 0) {
         const auto g = global({double(interval.samples), double(interval.correct), interval.loss_sum});
         const double dt = seconds_since(interval.start);
-        std::fprintf(o.log,
-                     "Epoch[%d] Batch [%lld-%lld]\tSpeed: %.2f samples/sec\taccuracy=%.6f\tcross-entropy=%.6f\t"
-                     "lr=%.6g%s\n",
-                     epoch, (long long)(batch_index - interval.batches), (long long)batch_index, g[0] / dt,
-                     g[1] / g[0], g[2] / g[0], lr,
-                     progress_precision(o.precision, scaler).c_str());
-        std::fflush(o.log);
+        if (show_lines) {
+          std::fprintf(o.log,
+                       "Epoch[%d] Batch [%lld-%lld]\tSpeed: %.2f samples/sec\taccuracy=%.6f\tcross-entropy=%.6f\t"
+                       "lr=%.6g%s\n",
+                       epoch, (long long)(batch_index - interval.batches), (long long)batch_index, g[0] / dt,
+                       g[1] / g[0], g[2] / g[0], lr, progress_precision(o.precision, scaler).c_str());
+          std::fflush(o.log);
+        }
+        if (metrics.enabled()) {
+          json::Object rec = {{"kind", "step"},        {"step", global_step},
+                              {"epoch", epoch},        {"batch", batch_index},
+                              {"loss", metric(g[2] / g[0])}, {"train_accuracy", metric(g[1] / g[0])},
+                              {"lr", metric(lr)},      {"momentum", metric(momentum)},
+                              {"img_per_sec", metric(g[0] / dt)}, {"wall_time", metric(elapsed())}};
+          if (mixed) rec.emplace_back("loss_scale", metric(scaler.scale()));
+          metrics.write(std::move(rec));
+        }
         interval.reset();
       }
+      if (show_bar) {
+        ProgressView v;
+        v.epoch = epoch, v.num_epochs = o.num_epochs, v.batch = batch_index, v.batches = steps_per_epoch;
+        const double t = seconds_since(epoch_start);
+        const double rate = t > 0 ? double(timed_samples) / t : 0;  // this rank's images per second
+        v.img_per_sec = rate * (comm ? comm->world_size() : 1);
+        v.loss = epoch_samples > 0 ? epoch_loss_sum / double(epoch_samples) : 0;
+        v.accuracy = epoch_samples > 0 ? double(epoch_correct) / double(epoch_samples) : 0;
+        const double per_step = batch_index > first_batch ? t / double(batch_index - first_batch) : -1;
+        if (per_step > 0) {
+          v.epoch_eta = per_step * double(steps_per_epoch - batch_index);
+          v.run_eta = per_step * double(int64_t(o.num_epochs) * steps_per_epoch - global_step);
+        }
+        bar.update(v);
+      }
+      // Position after this step: what a checkpoint taken now resumes from.
+      auto here = [&] {
+        TrainingPosition p;
+        p.epoch = epoch, p.batch = train.position(), p.global_step = global_step, p.elapsed_seconds = elapsed();
+        p.epoch_samples = epoch_samples, p.epoch_correct = epoch_correct, p.epoch_loss_sum = epoch_loss_sum;
+        return p;
+      };
+      if (const int sig = stop_signal()) {
+        result.interrupted_by = sig;
+        if (show_bar) bar.clear();
+        std::fprintf(o.log, "Stopping at Epoch[%d] Batch [%lld] (step %lld): %s received\n", epoch,
+                     (long long)batch_index, (long long)global_step, sig == SIGINT ? "SIGINT (Ctrl-C)" : "SIGTERM");
+        if (!o.model_prefix.empty()) {
+          save_checkpoint(step_checkpoint_path(o.model_prefix, epoch, train.position()), here());
+          if (rank0) std::fprintf(o.log, "Resume with: %s\n", o.resume_command.c_str());
+        } else {
+          std::fprintf(o.log, "No --model-prefix: nothing was saved\n");
+        }
+        break;
+      }
+      if (o.checkpoint_steps > 0 && global_step % o.checkpoint_steps == 0 && train.position() < steps_per_epoch)
+        save_checkpoint(step_checkpoint_path(o.model_prefix, epoch, train.position()), here());
     }
-    const auto epoch_totals = global({double(epoch_samples), double(epoch_correct)});
+    if (result.interrupted_by) break;
+    if (show_bar) bar.clear();
+    const double epoch_seconds = seconds_since(epoch_start);
+    const auto epoch_totals = global({double(epoch_samples), double(epoch_correct), epoch_loss_sum, double(timed_samples)});
     result.train_accuracy = epoch_totals[1] / std::max(1.0, epoch_totals[0]);
+    const double epoch_speed = epoch_totals[3] / std::max(1e-9, epoch_seconds);
+    const double wait_share = epoch_seconds > 0 ? data_wait / epoch_seconds : 0;
+    const double peak_mib = peak_rss_mib();
     std::fprintf(o.log, "Epoch[%d] Train-accuracy=%.6f\n", epoch, result.train_accuracy);
-    std::fprintf(o.log, "Epoch[%d] Time cost=%.3f\n", epoch, seconds_since(epoch_start));
+    std::fprintf(o.log, "Epoch[%d] Time cost=%.3f\tSpeed=%.2f samples/sec\tData-wait=%.1f%%\tPeak-RSS=%.0f MiB\n", epoch,
+                 epoch_seconds, epoch_speed, 100.0 * wait_share, peak_mib);
     if (scaled)
       std::fprintf(o.log, "Epoch[%d] Loss-scale=%g Skipped-steps=%lld\n", epoch, scaler.scale(),
                    (long long)scaler.skipped_steps());
     else if (mixed)
       std::fprintf(o.log, "Epoch[%d] Skipped-steps=%lld\n", epoch, (long long)scaler.skipped_steps());
     if (comm && !o.sync_bn) net::dist::average_buffers(*comm, model);  // one model to validate and save
+    Accuracy a;
     if (val) {
-      const Accuracy a = evaluate_accuracy(model, *val, o.device, comm);
+      a = evaluate_accuracy(model, *val, o.device, comm);
       result.validation_accuracy = a.top1;
       std::fprintf(o.log, "Epoch[%d] Validation-accuracy=%.6f\n", epoch, a.top1);
       if (a.classes > 5) {
@@ -328,122 +454,58 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
         std::fprintf(o.log, "Epoch[%d] Validation-top_k_accuracy_5=%.6f\n", epoch, a.top5);
       }
     }
-    if (!o.model_prefix.empty() && rank0) {
-      std::map<std::string, std::string> meta(o.checkpoint_metadata.begin(), o.checkpoint_metadata.end());
-      meta["epoch"] = std::to_string(epoch + 1);
-      if (val) meta["validation_accuracy"] = std::to_string(result.validation_accuracy);
-      const std::string path = net::checkpoint_path(o.model_prefix, epoch + 1);
-      if (mixed) meta["precision"] = cat(scaled ? "fp16" : "bf16", " (f32 master weights saved)");
-      net::save_model(path, model, meta, opt.masters());
-      net::save_optimizer(net::optimizer_state_path(o.model_prefix, epoch + 1), opt);
-      std::fprintf(o.log, "Saved checkpoint to \"%s\"\n", path.c_str());
+    if (metrics.enabled()) {
+      json::Object rec = {{"kind", "epoch"},
+                          {"step", global_step},
+                          {"epoch", epoch},
+                          {"loss", metric(epoch_totals[2] / std::max(1.0, epoch_totals[0]))},
+                          {"train_accuracy", metric(result.train_accuracy)},
+                          {"lr", metric(lr)},
+                          {"momentum", metric(momentum)},
+                          {"img_per_sec", metric(epoch_speed)},
+                          {"epoch_time", metric(epoch_seconds)},
+                          {"wall_time", metric(elapsed())},
+                          {"peak_rss_mb", metric(peak_mib)},
+                          {"data_wait_share", metric(wait_share)}};
+      if (val) rec.emplace_back("val_accuracy", metric(a.top1));
+      if (val && a.classes > 5) rec.emplace_back("val_top5", metric(a.top5));
+      if (mixed) rec.emplace_back("loss_scale", metric(scaler.scale()));
+      metrics.write(std::move(rec));
     }
+    const bool reached = o.target_accuracy > 0 && val && a.top1 >= o.target_accuracy;
+    if (reached) {
+      result.time_to_target = elapsed();
+      result.epochs_to_target = epoch + 1;
+      std::fprintf(o.log, "Time to %.3f: %.1f s (%d epochs)\n", o.target_accuracy, result.time_to_target, epoch + 1);
+      if (metrics.enabled())
+        metrics.write({{"kind", "time_to_accuracy"},
+                       {"target", o.target_accuracy},
+                       {"seconds", metric(result.time_to_target)},
+                       {"epochs", epoch + 1},
+                       {"step", global_step},
+                       {"wall_time", metric(result.time_to_target)}});
+    }
+    ++result.epochs;
+    TrainingPosition next;
+    next.epoch = epoch + 1, next.global_step = global_step, next.elapsed_seconds = elapsed();
+    save_checkpoint(net::checkpoint_path(o.model_prefix, epoch + 1), next);
     std::fflush(o.log);
+    if (reached) break;
+    if (const int sig = stop_signal()) {  // arrived during validation: the epoch's checkpoint is the resume point
+      result.interrupted_by = sig;
+      if (!o.model_prefix.empty() && rank0) std::fprintf(o.log, "Stopping: resume with: %s\n", o.resume_command.c_str());
+      break;
+    }
   }
-  result.seconds = seconds_since(fit_start);
+  if (o.target_accuracy > 0 && result.time_to_target < 0 && !result.interrupted_by)
+    std::fprintf(o.log, "Target accuracy %.3f not reached in %d epochs (last %.6f)\n", o.target_accuracy,
+                 o.num_epochs, result.validation_accuracy);
+  result.seconds = elapsed();
   result.steps = global_step;
   result.skipped_steps = mixed ? scaler.skipped_steps() : 0;
   result.loss_scale = mixed ? scaler.scale() : 1.0;
+  result.last_checkpoint = last_checkpoint;
   if (reducer) result.comm = reducer->stats();
-  return result;
-}
-
-BenchmarkResult benchmark(net::Module& model, const BenchmarkOptions& o) {
-  EMBER_CHECK(o.batches > 0 && o.disp_batches > 0, "benchmark: need positive batch counts");
-  // Fixed synthetic batch: random pixels and labels, as MXNet's --benchmark.
-  Tensor images = Tensor::empty({o.batch_size, o.channels, o.height, o.width}, DType::u8);
-  Tensor labels = Tensor::empty({o.batch_size}, DType::i64);
-  PhiloxStream rng(o.seed, 0x5eed);
-  for (int64_t i = 0; i < images.numel(); ++i) images.data<uint8_t>()[i] = uint8_t(rng.next_u32());
-  for (int64_t i = 0; i < o.batch_size; ++i) labels.data<int64_t>()[i] = int64_t(rng.below(uint64_t(o.num_classes)));
-  const Tensor x = images.to(o.device), y = labels.to(o.device);
-
-  EMBER_CHECK(o.precision == DType::f32 || is_16bit_float(o.precision), "--precision: fp32, fp16 or bf16, got ",
-              dtype_name(o.precision));
-  const bool mixed = is_16bit_float(o.precision);
-  net::dist::Comm* comm = o.comm && o.comm->world_size() > 1 ? o.comm : nullptr;
-  const int world = comm ? comm->world_size() : 1;
-  if (comm) net::dist::broadcast_module(*comm, model);
-  net::SGD opt(model.named_parameters(), o.sgd, mixed ? net::convert_to_half(model, o.precision) : net::Masters{});
-  std::unique_ptr<net::dist::Reducer> reducer;
-  if (comm) {
-    reducer = std::make_unique<net::dist::Reducer>(*comm, model.named_parameters(), o.buckets);
-    std::fprintf(o.log, "Data-parallel: %d ranks over %s, %s\n", world, comm->backend(), reducer->describe().c_str());
-  }
-  net::LossScaler scaler(o.precision == DType::f16 ? net::LossScalerOptions{} : unit_loss_scale({}));
-  model.train();
-  auto step = [&] {
-    const Tensor loss = ops::cross_entropy(model(x), y);
-    opt.zero_grad();
-    if (reducer) reducer->prepare();
-    if (mixed) {
-      backward_scaled(loss, scaler.scale());
-      if (reducer) reducer->finish();
-      scaler.update(opt.step_if_finite(o.lr, 1.0 / scaler.scale()));
-    } else {
-      loss.backward();
-      if (reducer) reducer->finish();
-      opt.step(o.lr);
-    }
-    (void)loss.item();  // wait for the step to finish (a device sync on GPUs)
-  };
-  for (int i = 0; i < o.warmup_batches; ++i) step();
-  reset_kernel_profile();  // a --profile table covers the timed steps only
-  if (reducer) reducer->reset_stats();
-  std::vector<double> speeds;
-  for (int done = 0; done < o.batches;) {
-    const int n = std::min(o.disp_batches, o.batches - done);
-    const auto t0 = Clock::now();
-    for (int i = 0; i < n; ++i) step();
-    const double speed = double(n) * double(o.batch_size) * double(world) / seconds_since(t0);
-    speeds.push_back(speed);
-    std::fprintf(o.log, "Batch [%d-%d]\tSpeed: %.2f samples/sec\n", done, done + n, speed);
-    std::fflush(o.log);
-    done += n;
-  }
-  std::sort(speeds.begin(), speeds.end());
-  BenchmarkResult r;
-  r.median_speed = speeds[speeds.size() / 2];
-  if (reducer) r.comm = reducer->stats();
-  return r;
-}
-
-TestIoResult test_io(BatchSource& source, int epochs, int disp_batches, std::FILE* log) {
-  EMBER_CHECK(epochs > 0 && disp_batches > 0, "test-io: need positive epochs and --disp-batches");
-  std::vector<double> speeds;
-  TestIoResult result;
-  int64_t steady_samples = 0;
-  double steady_seconds = 0;
-  data::Batch b;
-  for (int epoch = 0; epoch < epochs; ++epoch) {
-    const auto epoch_start = Clock::now();
-    source.start_epoch(epoch);
-    if (const int size = source.image_size(epoch); size > 0 && (epoch == 0 || size != source.image_size(epoch - 1)))
-      std::fprintf(log, "Epoch[%d] Image size=%d\n", epoch, size);
-    Interval interval;
-    int64_t batch_index = 0, samples = 0;
-    while (source.next(b)) {
-      interval.samples += b.size;
-      samples += b.size;
-      ++interval.batches;
-      if (++batch_index % disp_batches == 0) {
-        const double speed = double(interval.samples) / seconds_since(interval.start);
-        speeds.push_back(speed);
-        std::fprintf(log, "Epoch[%d] Batch [%lld-%lld]\tSpeed: %.2f samples/sec\n", epoch,
-                     (long long)(batch_index - interval.batches), (long long)batch_index, speed);
-        std::fflush(log);
-        interval.reset();
-      }
-    }
-    const double seconds = seconds_since(epoch_start);
-    std::fprintf(log, "Epoch[%d] Time cost=%.3f\t%lld samples, %.2f samples/sec\n", epoch, seconds, (long long)samples,
-                 double(samples) / seconds);
-    if (epoch > 0 || epochs == 1) steady_samples += samples, steady_seconds += seconds;
-  }
-  result.epoch_speed = steady_seconds > 0 ? double(steady_samples) / steady_seconds : 0;
-  std::sort(speeds.begin(), speeds.end());
-  // Epochs shorter than --disp-batches print no interval: use the epoch rate.
-  result.median_interval_speed = speeds.empty() ? result.epoch_speed : speeds[speeds.size() / 2];
   return result;
 }
 

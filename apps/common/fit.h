@@ -4,11 +4,16 @@
 // BatchIterator, printing MXNet's log lines:
 //   Epoch[0] Batch [0-50]   Speed: 812.31 samples/sec   accuracy=0.712500 ...
 //   Epoch[0] Train-accuracy=0.842317
-//   Epoch[0] Time cost=77.412
+//   Epoch[0] Time cost=77.412  Speed=774.9 samples/sec  Data-wait=0.4%  Peak-RSS=391 MiB
 //   Epoch[0] Validation-accuracy=0.881000
-// evaluates after every epoch, and saves PREFIX-EEEE.safetensors (+ the
-// optimizer's .states file) when a model prefix is given. benchmark() times
-// training steps on synthetic data (MXNet's --benchmark 1).
+// (or a progress bar on a terminal, apps/common/progress.h), evaluates after
+// every epoch, and saves PREFIX-EEEE.safetensors (+ the optimizer's .states
+// file) when a model prefix is given, and every --checkpoint-steps
+// (apps/common/training_checkpoint.h). A run continues exactly from any
+// checkpoint (--resume); Ctrl-C or SIGTERM stops it after the current step
+// with a checkpoint (apps/common/stop_signal.h); --target-accuracy stops at
+// a validation accuracy and prints the time to reach it. benchmark() times
+// training steps on synthetic data (MXNet's --benchmark 1), in fit_benchmark.cpp.
 //
 // Data-parallel (FitOptions::comm with more than one rank, net/dist/): every
 // rank runs fit() on its own shard with the same options. Rank 0's weights
@@ -24,6 +29,9 @@
 #include <vector>
 
 #include "apps/common/batch_source.h"
+#include "apps/common/progress.h"
+#include "apps/common/stop_signal.h"
+#include "apps/common/training_checkpoint.h"
 #include "data/batch_iterator.h"
 #include "net/lr_schedule.h"
 #include "net/dist/comm.h"
@@ -68,6 +76,21 @@ struct FitOptions {
   net::dist::ReducerOptions buckets;
   bool sync_bn = false;  // the model's batch norms are synchronised (running statistics already agree)
   FineTuneOptions finetune;
+  // Long runs (apps/common/training_checkpoint.h, progress.h, stop_signal.h).
+  int64_t checkpoint_steps = 0;   // > 0: also a checkpoint every N global steps (needs model_prefix)
+  int keep_checkpoints = 0;       // > 0: only the newest K checkpoints of model_prefix are kept
+  // Resuming (--resume): the position to continue from; the caller has
+  // loaded the model from resume_model, fit loads resume_states into the
+  // optimizer and the loss scaler.
+  const TrainingPosition* resume = nullptr;
+  std::string resume_model, resume_states;
+  uint64_t seed = 0;              // recorded in checkpoints (the data order and augmentation follow it)
+  double target_accuracy = 0;     // > 0: stop when validation accuracy reaches it (DAWNBench's time to accuracy)
+  ProgressMode progress = ProgressMode::lines;
+  std::string metrics_path;       // --metrics: one JSON line per logged step and per epoch
+  std::string command_line;       // recorded in the metrics file
+  const StopSignals* stop = nullptr;  // SIGINT/SIGTERM: save after the current step and return
+  std::string resume_command;     // printed after such a stop
 };
 
 struct FitResult {
@@ -78,6 +101,11 @@ struct FitResult {
   int64_t skipped_steps = 0;                            // f16/bf16: steps skipped for inf/NaN gradients
   double loss_scale = 1.0;                              // f16: the loss scale at the end (bf16: 1)
   net::dist::Reducer::Stats comm;                       // data-parallel: all-reduce time, hidden share
+  int epochs = 0;                  // epochs finished by this call (a resumed run counts the one it completed)
+  int interrupted_by = 0;          // SIGINT or SIGTERM when a signal stopped the run (after saving)
+  double time_to_target = -1;      // seconds of training until --target-accuracy was reached (-1: not reached)
+  int epochs_to_target = 0;
+  std::string last_checkpoint;     // the model file last saved (or resumed from); empty if none
 };
 
 // Classification accuracy of model (eval mode, no grad) over one epoch of a
@@ -94,7 +122,8 @@ double evaluate(net::Module& model, const data::ImageSet& set, int64_t batch_siz
 
 // Trains; `val` may be null. With begin_epoch > 0 the caller has loaded the
 // model; fit loads PREFIX-{begin_epoch}.states.safetensors into the optimizer
-// when that file exists.
+// when that file exists. With `resume` it continues from that position
+// (mid-epoch too) and ends with the weights an uninterrupted run would have.
 FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const FitOptions& options);
 // The same over an in-memory set's iterator and validation set.
 FitResult fit(net::Module& model, data::BatchIterator& train, const data::ImageSet* val, const FitOptions& options);

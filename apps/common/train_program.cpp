@@ -2,6 +2,7 @@
 // device, data, model, fit (or --benchmark / --test-io).
 #include "apps/common/train_program.h"
 
+#include <optional>
 #include <thread>
 
 #include "apps/common/distributed.h"
@@ -16,6 +17,36 @@
 
 namespace ember::apps {
 namespace {
+
+// The command that resumes this run: the same arguments without --resume /
+// --load-epoch, plus --resume auto (shell-quoted where needed).
+std::string resume_command(int argc, char** argv, const std::string& model_prefix, bool prefix_given) {
+  auto quote = [](const std::string& a) {
+    if (!a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=,:+") ==
+                          std::string::npos)
+      return a;
+    std::string q = "'";
+    for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+  };
+  std::string cmd = quote(argv[0]);
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool with_value = a == "--resume" || a == "--load-epoch";
+    if (with_value || a.rfind("--resume=", 0) == 0 || a.rfind("--load-epoch=", 0) == 0) {
+      if (with_value) ++i;
+      continue;
+    }
+    cmd += ' ';
+    cmd += quote(a);
+  }
+  if (!prefix_given) {
+    cmd += " --model-prefix ";
+    cmd += quote(model_prefix);
+  }
+  cmd += " --resume auto";
+  return cmd;
+}
 
 std::string fixed6(double v) {
   char buf[32];
@@ -148,8 +179,35 @@ int run_train_program(const TrainProgram& program, int argc, char** argv) {
   net::ResNet model(cfg, gen);
   std::fprintf(out, "model: %s\n", model.describe().c_str());
   FitOptions fo;
-  if (program.prepare) program.prepare(model, s.load_epoch > 0, fo, out);
-  if (s.load_epoch > 0) {
+  // --resume: the latest complete checkpoint of the prefix.
+  std::optional<FoundCheckpoint> resume;
+  const bool prefix_given = !s.model_prefix.empty();
+  if (!s.resume.empty()) {
+    const std::string prefix = s.resume == "auto" ? s.model_prefix : s.resume;
+    resume = find_latest_checkpoint(prefix, out);
+    if (!resume) {
+      EMBER_CHECK(s.resume == "auto", "--resume ", prefix, ": no complete checkpoint (", prefix,
+                  "-EEEE[-BBBBBB].safetensors with its .states.safetensors)");
+      std::fprintf(out, "--resume auto: no checkpoint of %s yet; starting fresh\n", prefix.c_str());
+    } else {
+      if (s.model_prefix.empty()) s.model_prefix = prefix;  // new checkpoints continue the series
+      const TrainingPosition& p = resume->position;
+      if (p.complete && p.seed != s.seed)
+        std::fprintf(out, "warning: --seed %lld differs from the checkpoint's %lld: the data order will not continue "
+                     "as it was\n", (long long)s.seed, (long long)p.seed);
+      if (p.complete && p.batch_size != s.batch_size)
+        std::fprintf(out, "warning: --batch-size %lld differs from the checkpoint's %lld: the run will not continue "
+                     "exactly\n", (long long)s.batch_size, (long long)p.batch_size);
+    }
+  }
+  if (program.prepare) program.prepare(model, s.load_epoch > 0 || resume.has_value(), fo, out);
+  if (resume) {
+    net::load_model(resume->model_path, model);
+    std::fprintf(out, "Loaded model from \"%s\"\n", resume->model_path.c_str());
+    fo.resume = &resume->position;
+    fo.resume_model = resume->model_path;
+    fo.resume_states = resume->states_path;
+  } else if (s.load_epoch > 0) {
     // Every rank reads the checkpoint (a shared file system, or a copy on each host); rank 0's is then broadcast.
     const std::string path = net::checkpoint_path(s.model_prefix, s.load_epoch);
     net::load_model(path, model);
@@ -161,12 +219,21 @@ int run_train_program(const TrainProgram& program, int argc, char** argv) {
 
   fo.num_epochs = s.num_epochs;
   fo.begin_epoch = s.load_epoch;
-  fo.lr = s.lr;
+  fo.lr = effective_lr(s, env.world);
+  if (s.lr_scaling == "linear")
+    std::fprintf(out, "lr %g per 256 images x global batch %lld / 256 = %g (--lr-scaling linear)\n", s.lr,
+                 (long long)(s.batch_size * env.world), fo.lr);
   fo.sgd = {s.mom, s.wd, s.nesterov};
   fo.schedule.kind = net::parse_lr_schedule(s.lr_schedule);
   fo.schedule.step_epochs = s.lr_step_epochs;
   fo.schedule.factor = s.lr_factor;
   fo.schedule.warmup_epochs = s.warmup_epochs;
+  if (const std::vector<double> moms = parse_moms(s.moms); !moms.empty()) {
+    fo.schedule.cycle_momentum = true;
+    fo.schedule.max_momentum = moms[0];
+    fo.schedule.base_momentum = moms[1];
+    fo.sgd.momentum = moms[0];  // the first step's
+  }
   fo.label_smoothing = s.label_smoothing;
   fo.disp_batches = s.disp_batches;
   fo.model_prefix = s.model_prefix;
@@ -178,6 +245,16 @@ int run_train_program(const TrainProgram& program, int argc, char** argv) {
   fo.comm = dist.comm;
   fo.buckets = dist.buckets;
   fo.sync_bn = sync_bn;
+  fo.seed = uint64_t(s.seed);
+  fo.checkpoint_steps = s.checkpoint_steps;
+  fo.keep_checkpoints = s.keep_checkpoints;
+  fo.target_accuracy = s.target_accuracy;
+  fo.metrics_path = s.metrics;
+  fo.progress = choose_progress_mode(s.quiet, out);
+  fo.command_line = flags.settings();
+  fo.resume_command = resume_command(argc, argv, s.model_prefix, prefix_given);
+  StopSignals stop_signals;  // Ctrl-C and SIGTERM: save after the current step (from here to the end of fit)
+  fo.stop = &stop_signals;
   // What rebuilds the model and its input (predict, finetune_resnet, PyTorch).
   const std::vector<std::pair<std::string, std::string>> produced = {
       {"network", "resnet"},
@@ -191,6 +268,14 @@ int run_train_program(const TrainProgram& program, int argc, char** argv) {
       {"input_mean", norm_text(cfg.input_norm, true)},
       {"input_std", norm_text(cfg.input_norm, false)},
       {"dataset", s.data_train.empty() ? s.dataset : s.data_train},
+      {"lr_schedule", s.lr_schedule},
+      {"lr", cat(fo.lr)},
+      {"lr_scaling", s.lr_scaling},
+      {"moms", s.moms.empty() ? cat(s.mom) : s.moms},
+      {"batch_size", std::to_string(s.batch_size)},
+      {"num_epochs", std::to_string(s.num_epochs)},
+      {"label_smoothing", cat(s.label_smoothing)},
+      {"seed", std::to_string(s.seed)},
       {"producer", cat("ember ", program.name)}};
   fo.checkpoint_metadata.insert(fo.checkpoint_metadata.begin(), produced.begin(), produced.end());
   if (!d->class_names.empty() && int64_t(d->class_names.size()) == cfg.num_classes) {
@@ -204,7 +289,12 @@ int run_train_program(const TrainProgram& program, int argc, char** argv) {
   if (r.validation_accuracy >= 0) validation += cat(" Validation-accuracy=", fixed6(r.validation_accuracy));
   if (r.validation_top5 >= 0) validation += cat(" Validation-top_k_accuracy_5=", fixed6(r.validation_top5));
   // "epochs" even for one: scripts and tests read this line as it always was.
-  std::fprintf(out, "Finished %d epochs in %.1f s: Train-accuracy=%.6f%s\n", s.num_epochs - s.load_epoch, r.seconds,
+  if (r.interrupted_by) {
+    std::fflush(out);
+    finish_distributed();
+    return StopSignals::exit_code(r.interrupted_by);
+  }
+  std::fprintf(out, "Finished %d epochs in %.1f s: Train-accuracy=%.6f%s\n", r.epochs, r.seconds,
                r.train_accuracy, validation.c_str());
   if (env.world > 1 && r.comm.steps > 0)
     std::fprintf(out, "All-reduce: %.1f ms per step, %.1f ms of it exposed (%.0f%% hidden behind backward)\n",
@@ -220,7 +310,7 @@ int run_train_program(const TrainProgram& program, int argc, char** argv) {
     std::fprintf(out, "skipped %lld bad records\n", (long long)d->train_loader->bad_records());
   std::fflush(out);
   finish_distributed();
-  return 0;
+  return r.interrupted_by ? StopSignals::exit_code(r.interrupted_by) : 0;
 }
 
 }  // namespace ember::apps

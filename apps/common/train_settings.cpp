@@ -55,6 +55,11 @@ void declare_train_flags(Flags& f, TrainSettings& s) {
   f.add("lr-factor", &s.lr_factor, "step schedule: multiplier at each step epoch");
   f.add("warmup-epochs", &s.warmup_epochs, "linear warm-up epochs (step and cosine schedules)");
   f.add("label-smoothing", &s.label_smoothing, "label smoothing of the cross-entropy loss");
+  f.add("lr-scaling", &s.lr_scaling,
+        "none, or linear: --lr is per 256 images and is multiplied by the global batch / 256 (Goyal et al.)");
+  f.add("moms", &s.moms,
+        "onecycle: momentum cycling MAX,MIN, e.g. 0.95,0.85: from MAX down to MIN while the lr rises and back "
+        "(fast.ai; PyTorch OneCycleLR's cycle_momentum); empty: constant --mom");
   f.add("precision", &s.precision,
         "fp32; fp16: f16 weights and activations, f32 master weights and loss scaling; bf16: the same in bfloat16, "
         "without loss scaling");
@@ -64,6 +69,16 @@ void declare_train_flags(Flags& f, TrainSettings& s) {
   f.add("disp-batches", &s.disp_batches, "print speed and accuracy every N batches");
   f.add("model-prefix", &s.model_prefix, "save PREFIX-EEEE.safetensors after every epoch (empty: do not save)");
   f.add("load-epoch", &s.load_epoch, "resume from PREFIX-EEEE.safetensors of this epoch (0: start fresh)");
+  f.add("checkpoint-steps", &s.checkpoint_steps,
+        "also save PREFIX-EEEE-BBBBBB.safetensors every N steps (0: at epoch ends only)");
+  f.add("keep-checkpoints", &s.keep_checkpoints, "keep only the newest K checkpoints of --model-prefix (0: all)");
+  f.add("resume", &s.resume,
+        "continue exactly from the latest complete checkpoint of PREFIX (weights, optimizer, loss scale, data "
+        "position); auto: of --model-prefix, or start fresh when it has none");
+  f.add("target-accuracy", &s.target_accuracy,
+        "stop when validation accuracy reaches A (e.g. 0.93) and print the time to reach it (0: off)");
+  f.add("metrics", &s.metrics, "append one JSON line per logged step and per epoch to this file (build/plot_metrics draws it)");
+  f.add("quiet", &s.quiet, "1: only the per-epoch lines (no progress bar or per-batch lines)");
   f.add("seed", &s.seed, "seed of initialisation, shuffling and augmentation");
   f.add("threads", &s.threads, "CPU threads (0: all cores, shared out among the ranks on this host)");
   f.add("benchmark", &s.benchmark, "1: time training steps on synthetic data and print img/s only");
@@ -112,6 +127,18 @@ std::vector<int64_t> parse_image_shape(const std::string& text) {
   return dims;
 }
 
+double effective_lr(const TrainSettings& s, int world) {
+  return s.lr_scaling == "linear" ? s.lr * double(s.batch_size) * double(world) / 256.0 : s.lr;
+}
+
+std::vector<double> parse_moms(const std::string& text) {
+  if (text.empty()) return {};
+  const std::vector<double> m = parse_number_list(text, "moms");
+  EMBER_CHECK(m.size() == 2 && m[1] > 0 && m[1] <= m[0] && m[0] < 1, "--moms '", text,
+              "': MAX,MIN with 0 < MIN <= MAX < 1, e.g. 0.95,0.85");
+  return m;
+}
+
 DType precision_dtype(const std::string& precision) {
   if (precision == "fp32") return DType::f32;
   if (precision == "fp16") return DType::f16;
@@ -147,6 +174,20 @@ void validate_train_settings(const TrainSettings& s) {
   EMBER_CHECK(s.min_random_aspect_ratio > 0 && s.min_random_aspect_ratio <= s.max_random_aspect_ratio,
               "--min-random-aspect-ratio/--max-random-aspect-ratio must satisfy 0 < min <= max");
   for (int g : s.gpus) EMBER_CHECK(g >= 0, "--gpus: device indices are >= 0, got ", g);
+  EMBER_CHECK(s.lr_scaling == "none" || s.lr_scaling == "linear", "--lr-scaling '", s.lr_scaling,
+              "': none or linear");
+  if (!s.moms.empty()) {
+    parse_moms(s.moms);
+    EMBER_CHECK(s.lr_schedule == "onecycle", "--moms cycles momentum with --lr-schedule onecycle, not ", s.lr_schedule);
+  }
+  EMBER_CHECK(s.checkpoint_steps >= 0, "--checkpoint-steps must be >= 0");
+  EMBER_CHECK(s.checkpoint_steps == 0 || !s.model_prefix.empty() || !s.resume.empty(),
+              "--checkpoint-steps needs --model-prefix");
+  EMBER_CHECK(s.keep_checkpoints >= 0, "--keep-checkpoints must be >= 0");
+  EMBER_CHECK(s.resume != "auto" || !s.model_prefix.empty(), "--resume auto needs --model-prefix");
+  EMBER_CHECK(s.resume.empty() || s.load_epoch == 0, "--resume and --load-epoch both say where to start: give one");
+  EMBER_CHECK(s.target_accuracy >= 0 && s.target_accuracy <= 1, "--target-accuracy must be in [0, 1] (e.g. 0.93), got ",
+              s.target_accuracy);
   validate_dist_settings(s.dist);
 }
 

@@ -52,6 +52,8 @@ struct TrainSettings {
   double lr_factor = 0.1;
   double warmup_epochs = 0;
   double label_smoothing = 0.1;
+  std::string lr_scaling = "none";  // linear: --lr is per 256 images, times the global batch / 256
+  std::string moms;                 // onecycle momentum cycling "MAX,MIN" (fast.ai's 0.95,0.85); empty: --mom
   std::string precision = "fp32";
   double loss_scale = 0;
   int64_t scale_window = 2000;
@@ -65,6 +67,13 @@ struct TrainSettings {
   std::string image_shape;
   int num_batches = 30;
   bool profile = false;
+  // long runs
+  int64_t checkpoint_steps = 0;
+  int keep_checkpoints = 0;
+  std::string resume;       // PREFIX, or "auto": the latest checkpoint of --model-prefix
+  double target_accuracy = 0;
+  std::string metrics;      // JSON-lines metrics file
+  bool quiet = false;
   // devices
   std::vector<int> gpus;  // one worker per listed GPU
   std::string conv = "cudnn";
@@ -83,6 +92,10 @@ Device open_gpu(int index, const std::string& conv, bool cudnn_benchmark, std::F
 Device select_device(const TrainSettings& s, int local_rank, std::FILE* out);
 // "3,224,224" -> {3, 224, 224}
 std::vector<int64_t> parse_image_shape(const std::string& text);
+// The learning rate the run uses: --lr, or --lr * global batch / 256 with --lr-scaling linear.
+double effective_lr(const TrainSettings& s, int world);
+// --moms "MAX,MIN" -> {MAX, MIN}; an empty text gives {}.
+std::vector<double> parse_moms(const std::string& text);
 // --precision as the training dtype: fp32 -> f32, fp16 -> f16, bf16 -> bf16.
 DType precision_dtype(const std::string& precision);
 
