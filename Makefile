@@ -132,8 +132,9 @@ info:
 	@echo "  NCCL : $(if $(NCCL_H),$(NCCL_H)$(if $(filter 1,$(NCCL)),, (not used)),not found)"
 	@echo "  sim  : $(if $(filter 1,$(SIM)),CUDA emulator (cuda/sim) for the kernel tests,off (no cuda_runtime.h))"
 
-# Debian packages the build, the tests and `make train` need; installed only when absent.
-DEB_PACKAGES := libstb-dev doctest-dev zlib1g-dev dataset-fashion-mnist openmpi-bin iproute2
+# Debian packages the build, the tests and `make train` need; installed only when absent
+# (librsvg2-bin: rsvg-convert, which the plot_metrics test renders its SVG with).
+DEB_PACKAGES := libstb-dev doctest-dev zlib1g-dev dataset-fashion-mnist openmpi-bin iproute2 librsvg2-bin
 # The PyTorch side of the parity tests and of the fixture generators (never
 # needed by the product): `make torch-deps` installs it; `make deps` adds
 # torchvision by itself only where Debian's python3-torch is installed
