@@ -97,11 +97,11 @@ void configure(FineTuneSettings& s, net::ResNetConfig& cfg, const apps::TrainSet
     std::fprintf(log, "pretrained: input normalisation from the file: mean %s, std %s (0-255)\n",
                  meta.at("input_mean").c_str(), meta.at("input_std").c_str());
   }
-  std::fprintf(log, "pretrained: %s: ResNet-%d (%s, width %lld, %dx%d stem, %lld-channel input%s, %s pool)\n",
-               s.path.c_str(), r.num_layers, r.bottleneck ? "bottleneck" : "basic blocks", (long long)r.width,
-               r.stem_kernel, r.stem_kernel, (long long)r.in_channels,
+  std::fprintf(log, "pretrained: %s: ResNet-%d (%s, width %lld, %dx%d stem, %lld-channel input%s%s)\n", s.path.c_str(),
+               r.num_layers, r.bottleneck ? "bottleneck" : "basic blocks", (long long)r.width, r.stem_kernel,
+               r.stem_kernel, (long long)r.in_channels,
                r.num_classes > 0 ? cat(", ", r.num_classes, "-class head").c_str() : ", no head",
-               net::head_pool_name(r.pool));
+               r.pool == net::HeadPool::concat ? ", concat pool" : "");
 }
 
 void prepare(FineTuneSettings& s, net::ResNet& model, bool resuming, apps::FitOptions& fo, std::FILE* log) {

@@ -184,7 +184,8 @@ TEST_CASE("mixup: images are lam * normalize(x) + (1 - lam) * normalize(x of sam
   for (const Precision pr : {Precision{DType::f32, 1e-5}, Precision{DType::f64, 1e-12}, Precision{DType::f16, 5e-3},
                              Precision{DType::bf16, 4e-2}}) {
     for (int64_t step = 0; step < 6; ++step) {
-      CAPTURE(dtype_name(pr.dt));
+      const std::string dtype = dtype_name(pr.dt);
+      CAPTURE(dtype);
       CAPTURE(step);
       const net::MixedBatch m = net::mix_batch(b, o, 42, step, norm, pr.dt, Device::cpu());
       CHECK(m.kind == net::MixKind::mixup);
@@ -251,7 +252,8 @@ TEST_CASE("mixup: cutmix pastes the box from sample B-1-i, the rest from sample 
             const size_t at = size_t(((i * C + c) * H + y) * W + xx);
             if (got[at] != x[size_t(((from * C + c) * H + y) * W + xx)] && bad++ < 3)
               FAIL_CHECK("sample " << i << " (" << c << ", " << y << ", " << xx << ") "
-                                   << (inside ? "inside" : "outside") << " the box is not sample " << from << "'s");
+                                   << std::string(inside ? "inside" : "outside") << " the box is not sample " << from
+                                   << "'s");
           }
     CHECK(bad == 0);
   }
