@@ -117,7 +117,8 @@ MixedBatch mix_batch(const data::Batch& b, const MixOptions& o, uint64_t seed, i
   const int64_t B = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
   EMBER_CHECK(b.labels.defined() && b.labels.dtype() == DType::i64 && b.labels.shape() == Shape{B} &&
                   b.labels.device().is_cpu(),
-              "mix_batch: labels must be i64 [", B, "] on the CPU, got ", b.labels.defined() ? b.labels.str() : "undefined");
+              "mix_batch: labels must be i64 [", B, "] on the CPU, got ",
+              b.labels.defined() ? b.labels.str() : "undefined");
   EMBER_CHECK(is_floating(compute), "mix_batch: the compute dtype must be f32, f64, f16 or bf16, got ",
               dtype_name(compute));
 

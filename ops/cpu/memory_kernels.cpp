@@ -126,7 +126,8 @@ void copy_2d(DType dt, const void* x, int64_t ldx, void* y, int64_t ldy, int64_t
   const char* src = static_cast<const char*>(x);
   char* dst = static_cast<char*>(y);
   parallel_for(0, rows, std::max<int64_t>(1, kGrain / cols), [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) std::memcpy(dst + size_t(r * ldy) * es, src + size_t(r * ldx) * es, size_t(cols) * es);
+    for (int64_t r = b; r < e; ++r)
+      std::memcpy(dst + size_t(r * ldy) * es, src + size_t(r * ldx) * es, size_t(cols) * es);
   });
 }
 
