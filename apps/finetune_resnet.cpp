@@ -8,7 +8,8 @@
 //
 // The pretrained file is a torchvision / timm ResNet state_dict saved as
 // safetensors, or an ember checkpoint. Its tensor names and shapes decide
-// the structure (depth, width, stem; --num-layers must agree when given);
+// the structure (depth, width, stem; --num-layers must agree when given),
+// its metadata's "pool" the head's pooling (avg when absent);
 // every tensor is loaded except the head (--head-prefix, "fc."), which is
 // replaced by a fresh one with the data's classes. Everything else is
 // train_resnet's flow (apps/common/train_program.h): the same data flags,
@@ -87,6 +88,7 @@ void configure(FineTuneSettings& s, net::ResNetConfig& cfg, const apps::TrainSet
   cfg.num_layers = r.num_layers;
   cfg.width = r.width;
   cfg.stem_kernel = r.stem_kernel;
+  cfg.pool = r.pool;  // the backbone's pooling: a concat-pool file gets a new fc of 2C inputs
   // The backbone learnt on inputs normalised its way: keep that normalisation
   // (an ember checkpoint records it) unless the flags say otherwise.
   const auto& meta = s.file.metadata;
@@ -95,10 +97,11 @@ void configure(FineTuneSettings& s, net::ResNetConfig& cfg, const apps::TrainSet
     std::fprintf(log, "pretrained: input normalisation from the file: mean %s, std %s (0-255)\n",
                  meta.at("input_mean").c_str(), meta.at("input_std").c_str());
   }
-  std::fprintf(log, "pretrained: %s: ResNet-%d (%s, width %lld, %dx%d stem, %lld-channel input%s)\n", s.path.c_str(),
+  std::fprintf(log, "pretrained: %s: ResNet-%d (%s, width %lld, %dx%d stem, %lld-channel input%s%s)\n", s.path.c_str(),
                r.num_layers, r.bottleneck ? "bottleneck" : "basic blocks", (long long)r.width, r.stem_kernel,
                r.stem_kernel, (long long)r.in_channels,
-               r.num_classes > 0 ? cat(", ", r.num_classes, "-class head").c_str() : ", no head");
+               r.num_classes > 0 ? cat(", ", r.num_classes, "-class head").c_str() : ", no head",
+               r.pool == net::HeadPool::concat ? ", concat pool" : "");
 }
 
 void prepare(FineTuneSettings& s, net::ResNet& model, bool resuming, apps::FitOptions& fo, std::FILE* log) {

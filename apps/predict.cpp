@@ -5,8 +5,9 @@
 //   build/predict --model M.safetensors --data-val val.erec       # top-1/top-5 accuracy
 //
 // The model's structure (depth, width, stem, input channels, classes) comes
-// from the file's tensor names and shapes (net::infer_resnet_config); it is
-// loaded with net::load_pretrained, head included. Every image gets the
+// from the file's tensor names and shapes, the head's pooling from its
+// metadata's "pool" (net::infer_resnet_config); it is loaded with
+// net::load_pretrained, head included. Every image gets the
 // validation preprocessing of the record loader (apps/common/predict_input.h):
 // decode, resize the short side to --resize (0: --image-size * 8/7, 256 for
 // 224), centre crop --image-size; the model's first op normalises with the

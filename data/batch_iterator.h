@@ -16,6 +16,8 @@
 // the tensor Generator's stream 0:
 //   shuffle of epoch e            2 << 62 | e
 //   augmentation of sample i, e   1 << 62 | e << 40 | i   (e < 2^22, i < 2^40)
+//   per training step s           3 << 62 | u << 56 | s   (s < 2^56; u names the use:
+//                                 0 = mixup/cutmix, net::mix_stream_id)
 #pragma once
 #include <cstdint>
 #include <vector>

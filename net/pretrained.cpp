@@ -134,6 +134,7 @@ ResNetConfig InferredResNet::config() const {
   c.stem_kernel = stem_kernel;
   c.in_channels = in_channels;
   c.num_classes = num_classes;
+  c.pool = pool;
   return c;
 }
 
@@ -191,6 +192,8 @@ InferredResNet infer_resnet_config(const SafetensorsFile& file, const std::strin
   }
   if (const auto fc = by_name.find(head_prefix + "weight"); fc != by_name.end() && fc->second->ndim() == 2)
     r.num_classes = fc->second->shape()[0];
+  if (const auto pool = file.metadata.find("pool"); pool != file.metadata.end())
+    r.pool = parse_head_pool(pool->second, path + ": metadata");
   return r;
 }
 

@@ -17,7 +17,9 @@
 //     with the file's path and what to check.
 // infer_resnet_config reads depth, width, stem, input channels and classes
 // from the tensor names and shapes alone, so apps need no --num-layers for a
-// file whose structure says it.
+// file whose structure says it; and the head's pooling from the metadata's
+// "pool" ("avg" or "concat", absent: avg, as in torchvision files), which no
+// tensor shows.
 #pragma once
 #include <string>
 #include <vector>
@@ -62,12 +64,14 @@ struct InferredResNet {
   int64_t in_channels = 0;   // conv1's input channels
   int64_t num_classes = 0;   // rows of <head>weight (0 when the head is absent)
   bool bottleneck = false;
+  HeadPool pool = HeadPool::avg;  // metadata "pool"; concat: fc takes 2C features
   // The ResNetConfig of this structure (image_size and input_norm left at
   // their defaults for the caller to set).
   ResNetConfig config() const;
 };
-// Errors (naming `path`) when the names are not a torchvision ResNet's or
-// the block counts are not a depth ember builds.
+// Errors (naming `path`) when the names are not a torchvision ResNet's, the
+// block counts are not a depth ember builds, or the metadata's "pool" is
+// neither avg nor concat.
 InferredResNet infer_resnet_config(const SafetensorsFile& file, const std::string& path,
                                    const std::string& head_prefix = "fc.");
 

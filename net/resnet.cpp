@@ -30,6 +30,14 @@ std::array<int, 4> imagenet_stages(int depth) {
 
 }  // namespace
 
+const char* head_pool_name(HeadPool pool) { return pool == HeadPool::concat ? "concat" : "avg"; }
+
+HeadPool parse_head_pool(const std::string& text, const std::string& where) {
+  if (text == "avg") return HeadPool::avg;
+  if (text == "concat") return HeadPool::concat;
+  fail(cat(where, ": pool '", text, "' is not avg or concat"));
+}
+
 bool is_imagenet_depth(int n) { return n == 18 || n == 34 || n == 50 || n == 101 || n == 152; }
 // 6n+2, except the ImageNet depths 50 and 152 that also have that form.
 bool is_cifar_depth(int n) { return n >= 8 && (n - 2) % 6 == 0 && !is_imagenet_depth(n); }
@@ -115,13 +123,15 @@ ResNet::ResNet(const ResNetConfig& cfg, Generator& gen) : config_(cfg) {
     const int64_t widths[4] = {stem_width, 2 * stem_width, 4 * stem_width, 8 * stem_width};
     for (int i = 0; i < 4; ++i) add_stage(i + 1, stages[size_t(i)], widths[i], i == 0 ? 1 : 2, bottleneck);
   }
-  fc = register_module("fc", std::make_shared<Linear>(in_planes, cfg.num_classes, true, dt));
+  EMBER_CHECK(cfg.pool == HeadPool::avg || cfg.pool == HeadPool::concat, "resnet: unknown head pool ", int(cfg.pool));
+  const int64_t features = cfg.pool == HeadPool::concat ? 2 * in_planes : in_planes;
+  fc = register_module("fc", std::make_shared<Linear>(features, cfg.num_classes, true, dt));
 
   // torchvision's initialisation, in registration order so a seed fixes the model.
   for (auto& p : named_parameters()) {
     const std::string& name = p.name;
     if (name.rfind("fc.", 0) == 0) {
-      default_uniform_(*p.tensor, in_planes, gen);
+      default_uniform_(*p.tensor, features, gen);
     } else if (p.tensor->ndim() == 4) {
       kaiming_normal_(*p.tensor, FanMode::fan_out, gen);
     }  // BN weight = 1, bias = 0 from construction
@@ -144,17 +154,19 @@ Tensor ResNet::forward(const Tensor& input) {
   x = bn1->forward_relu((*conv1)(x));
   if (maxpool) x = (*maxpool)(x);
   for (auto& stage : layers) x = (*stage)(x);
-  x = ops::adaptive_avg_pool2d(x, 1, 1);
-  return (*fc)(ops::flatten(x, 1));
+  Tensor features = ops::flatten(ops::adaptive_avg_pool2d(x, 1, 1), 1);  // [N, C]
+  if (config_.pool == HeadPool::concat)
+    features = ops::concat(features, ops::flatten(ops::global_max_pool2d(x), 1), 1);  // [N, 2C]: avg, then max
+  return (*fc)(features);
 }
 
 std::string ResNet::describe() const {
-  char buf[160];
+  char buf[180];
   const bool cifar = is_cifar_depth(config_.num_layers);
-  std::snprintf(buf, sizeof(buf), "resnet-%d (%s%s, %.2fM parameters)", config_.num_layers,
+  std::snprintf(buf, sizeof(buf), "resnet-%d (%s%s%s, %.2fM parameters)", config_.num_layers,
                 cifar ? "CIFAR-style" : (config_.num_layers >= 50 ? "ImageNet-style, bottleneck" : "ImageNet-style"),
                 !cifar && !maxpool ? ", 3x3 stem for small input" : "",
-                double(parameter_count_) / 1e6);
+                config_.pool == HeadPool::concat ? ", concat pool" : "", double(parameter_count_) / 1e6);
   return buf;
 }
 

@@ -14,6 +14,13 @@
 //
 // The model's first op normalises uint8 input with the per-channel mean/std
 // (u8 [N, C, H, W] -> float); float input is taken as already normalised.
+//
+// The head pools the last stage's C channels to features for fc: global
+// average pooling (torchvision), or concat pooling (fast.ai's
+// AdaptiveConcatPool2d, timm's "catavgmax"): [average, max] of each channel,
+// 2C features, so fc.weight is [classes, 2C]. (timm's order; fast.ai puts
+// the max first.) Checkpoints say which in their metadata: "pool" is "avg"
+// or "concat", absent meaning avg (net/pretrained.h reads it).
 #pragma once
 #include <memory>
 #include <string>
@@ -22,6 +29,13 @@
 #include "net/layers.h"
 
 namespace ember::net {
+
+// What the head pools the last feature map with.
+enum class HeadPool { avg, concat };
+// "avg" or "concat": the checkpoint metadata's "pool" value.
+const char* head_pool_name(HeadPool pool);
+// The inverse; any other text is an error naming `where` (a file or flag).
+HeadPool parse_head_pool(const std::string& text, const std::string& where);
 
 struct ResNetConfig {
   int num_layers = 20;
@@ -36,6 +50,7 @@ struct ResNetConfig {
   // Narrow widths make small models with torchvision's structure.
   int64_t width = 0;
   bool zero_init_residual = false;  // last BN of each block starts at gamma = 0
+  HeadPool pool = HeadPool::avg;    // concat: fc takes [avg, max] of every channel (2C inputs)
   ChannelNorm input_norm{};         // applied to uint8 input
   DType dtype = DType::f32;
 };
@@ -72,7 +87,8 @@ class ResNet : public Module {
   ResNet(const ResNetConfig& config, Generator& gen);
   Tensor forward(const Tensor& x) override;
   const ResNetConfig& config() const { return config_; }
-  std::string describe() const;  // "resnet-20 (CIFAR-style, 0.27M parameters)"
+  // "resnet-20 (CIFAR-style, 0.27M parameters)"; ", concat pool" added for that head.
+  std::string describe() const;
 
   std::shared_ptr<Conv2d> conv1;
   std::shared_ptr<BatchNorm2d> bn1;

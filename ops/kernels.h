@@ -91,6 +91,13 @@ struct Kernels {
   void (*fill)(DType dt, void* y, int64_t n, double value, Stream stream);
   // y[i] = (dst_dt) x[i]; any float type to any float type   x, y: [n]
   void (*cast)(DType src_dt, const void* x, DType dst_dt, void* y, int64_t n, Stream stream);
+  // A [rows, cols] block between row-major matrices with row strides, for
+  // every dtype (the bits are moved, not converted; x and y must not overlap):
+  //   y[r * ldy + c] = x[r * ldx + c]      x: [rows, ldx]  y: [rows, ldy]  (cols <= ldx, ldy)
+  // (ops::concat writes each input into its columns of the output with it;
+  // its backward reads each gradient back out of the output's gradient.)
+  void (*copy_2d)(DType dt, const void* x, int64_t ldx, void* y, int64_t ldy, int64_t rows, int64_t cols,
+                  Stream stream);
 
   // ----------------------------------------------------------- elementwise
   // y = a + b                                                 a, b, y: [n]
@@ -245,8 +252,8 @@ struct Kernels {
 
 // The list of every member above, for tests that must cover all of them.
 #define EMBER_FOR_EACH_KERNEL(X)                                                                            \
-  X(fill) X(cast) X(add) X(add_relu) X(axpby) X(relu_forward) X(relu_backward) X(bias_add) X(bias_backward) \
-  X(sum) X(argmax_rows) X(gemm) X(im2col) X(col2im) X(conv2d_forward) X(conv2d_backward_data)            \
+  X(fill) X(cast) X(copy_2d) X(add) X(add_relu) X(axpby) X(relu_forward) X(relu_backward) X(bias_add)       \
+  X(bias_backward) X(sum) X(argmax_rows) X(gemm) X(im2col) X(col2im) X(conv2d_forward) X(conv2d_backward_data) \
   X(conv2d_backward_filter) X(batch_norm_forward_train) X(batch_norm_backward_train)                      \
   X(batch_norm_relu_forward_train) X(batch_norm_relu_backward_train) X(batch_norm_forward_eval)            \
   X(batch_norm_backward_eval) X(max_pool2d_forward) X(max_pool2d_backward)                                 \

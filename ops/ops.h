@@ -81,6 +81,9 @@ Tensor batch_norm2d_sync(const Tensor& x, const Tensor& gamma, const Tensor& bet
 Tensor max_pool2d(const Tensor& x, int64_t kernel, int64_t stride, int64_t padding);
 // x: [N, C, H, W] -> [N, C, out_h, out_w]
 Tensor adaptive_avg_pool2d(const Tensor& x, int64_t out_h, int64_t out_w);
+// The largest value of each plane (max pooling with one H x W window; the
+// gradient goes to the first maximum).   x: [N, C, H, W] -> [N, C, 1, 1]
+Tensor global_max_pool2d(const Tensor& x);
 
 // x: [N, in], w: [out, in], b: [out] or undefined -> [N, out]
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
@@ -88,6 +91,10 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
 // Views of the same storage (the gradient is reshaped back).
 Tensor reshape(const Tensor& x, const Shape& shape);
 Tensor flatten(const Tensor& x, int start_dim = 1);
+// a and b joined along dim (negative: from the end); every other size must
+// agree, as must dtype and device. The gradient is split back.
+//   a: [..., Fa, ...], b: [..., Fb, ...] -> [..., Fa + Fb, ...]
+Tensor concat(const Tensor& a, const Tensor& b, int dim = 1);
 
 // Mean softmax cross-entropy over the batch with label smoothing.
 //   logits: [N, classes], labels: i64 [N] -> [1]

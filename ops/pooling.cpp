@@ -1,16 +1,16 @@
-// ops/pooling.cpp — max pooling (with saved argmax) and adaptive average pooling.
+// ops/pooling.cpp — max pooling (with saved argmax), global max pooling (the
+// same kernels with one window per plane) and adaptive average pooling.
 #include "ops/op_helpers.h"
 #include "ops/ops.h"
 
 namespace ember::ops {
 using namespace detail;
 
+namespace {
+
 // y[n, c, p, q] = max of the window;  gx = gy scattered to each window's argmax
-Tensor max_pool2d(const Tensor& x, int64_t kernel, int64_t stride, int64_t padding) {
-  require_float(x, "max_pool2d", "input");
-  require_ndim(x, 4, "max_pool2d", "input");
-  const Pool2dGeometry g = make_pool2d_geometry(x.size(0), x.size(1), x.size(2), x.size(3), kernel, kernel, stride,
-                                                stride, padding, padding);
+//   x: [N, C, H, W] -> [N, C, P, Q]
+Tensor max_pool2d_with(const Tensor& x, const Pool2dGeometry& g) {
   Tensor y = Tensor::empty({g.N, g.C, g.P, g.Q}, x.dtype(), x.device());
   Tensor argmax = Tensor::empty({g.N, g.C, g.P, g.Q}, DType::i32, x.device());
   auto [k, s] = launch_on(x);
@@ -25,6 +25,24 @@ Tensor max_pool2d(const Tensor& x, int64_t kernel, int64_t stride, int64_t paddi
                            s2);
     return std::vector<Tensor>{gx};
   });
+}
+
+}  // namespace
+
+Tensor max_pool2d(const Tensor& x, int64_t kernel, int64_t stride, int64_t padding) {
+  require_float(x, "max_pool2d", "input");
+  require_ndim(x, 4, "max_pool2d", "input");
+  return max_pool2d_with(x, make_pool2d_geometry(x.size(0), x.size(1), x.size(2), x.size(3), kernel, kernel, stride,
+                                                 stride, padding, padding));
+}
+
+// One H x W window per plane, stride H x W, no padding.
+Tensor global_max_pool2d(const Tensor& x) {
+  require_float(x, "global_max_pool2d", "input");
+  require_ndim(x, 4, "global_max_pool2d", "input");
+  const int64_t H = x.size(2), W = x.size(3);
+  EMBER_CHECK(H > 0 && W > 0, "global_max_pool2d: empty input ", x.shape().str());
+  return max_pool2d_with(x, make_pool2d_geometry(x.size(0), x.size(1), H, W, H, W, H, W, 0, 0));
 }
 
 // y[n, c, i, j] = mean of x over bin (i, j);  gx spreads gy evenly over each bin

@@ -141,6 +141,27 @@ TEST_CASE("finetune_resnet: features pretrained on classes 0-4 beat random ones 
   CHECK(pretrained_acc >= random_acc + 0.12);  // measured 0.715 vs 0.482
 }
 
+TEST_CASE("finetune_resnet: a concat-pool file (metadata pool=concat) gets a fresh head of 2C inputs") {
+  TempDir dir;
+  net::ResNetConfig cfg;
+  cfg.num_layers = 8;  // last stage: 64 channels
+  cfg.num_classes = 5;
+  cfg.pool = net::HeadPool::concat;
+  Generator gen(5);
+  net::ResNet model(cfg, gen);
+  const std::string path = dir.file("concat.safetensors");
+  net::save_model(path, model, {{"pool", "concat"}});
+  const std::string log = run({program("finetune_resnet"), "--pretrained-model", path, "--classes", "5,6",
+                               "--num-examples", "64", "--num-val-examples", "64", "--num-epochs", "1",
+                               "--batch-size", "32", "--model-prefix", dir.file("ft")},
+                              dir, "concat");
+  CHECK(contains(log, "1-channel input, 5-class head, concat pool)"));
+  CHECK(contains(log, "new head fc.* for 2 classes"));
+  const SafetensorsFile tuned = load_safetensors(net::checkpoint_path(dir.file("ft"), 1));
+  REQUIRE(tuned.find("fc.weight"));
+  CHECK(tuned.find("fc.weight")->shape() == Shape{2, 128});
+}
+
 TEST_CASE("finetune_resnet: a file that does not fit is one clear line") {
   TempDir dir;
   net::ResNetConfig cfg;

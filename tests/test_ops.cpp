@@ -134,6 +134,38 @@ RefOut ref_adaptive_avg_pool2d(const Values& x, const Shape& xs, int64_t OH, int
   return {Shape{N, C, OH, OW}, y};
 }
 
+// The largest value of each [H, W] plane.
+RefOut ref_global_max_pool2d(const Values& x, const Shape& xs) {
+  const int64_t planes = xs[0] * xs[1], HW = xs[2] * xs[3];
+  Values y(size_t(planes), -std::numeric_limits<double>::infinity());
+  for (int64_t p = 0; p < planes; ++p)
+    for (int64_t i = 0; i < HW; ++i) y[size_t(p)] = std::max(y[size_t(p)], x[size_t(p * HW + i)]);
+  return {Shape{xs[0], xs[1], 1, 1}, y};
+}
+
+// a and b joined along dim d, element by element from the output's index.
+RefOut ref_concat(const Values& a, const Shape& as, const Values& b, const Shape& bs, int d) {
+  std::vector<int64_t> ys(as.begin(), as.end());
+  ys[size_t(d)] = as[d] + bs[d];
+  const Shape out(ys);
+  Values y(size_t(out.numel()));
+  std::vector<int64_t> idx(ys.size());
+  for (int64_t flat = 0; flat < out.numel(); ++flat) {
+    int64_t rest = flat;
+    for (int i = int(ys.size()) - 1; i >= 0; --i) {
+      idx[size_t(i)] = rest % ys[size_t(i)];
+      rest /= ys[size_t(i)];
+    }
+    const bool from_a = idx[size_t(d)] < as[d];
+    const Shape& src = from_a ? as : bs;
+    if (!from_a) idx[size_t(d)] -= as[d];
+    int64_t j = 0;
+    for (size_t i = 0; i < idx.size(); ++i) j = j * src[int(i)] + idx[i];
+    y[size_t(flat)] = (from_a ? a : b)[size_t(j)];
+  }
+  return {out, y};
+}
+
 RefOut ref_linear(const Values& x, const Shape& xs, const Values& w, const Shape& ws, const Values* b) {
   const int64_t N = xs[0], I = xs[1], O = ws[0];
   Values y(size_t(N * O));
@@ -700,7 +732,75 @@ TEST_CASE("ops: max_pool2d and adaptive_avg_pool2d through the harness") {
   run_cases(cases);
 }
 
+TEST_CASE("ops: global_max_pool2d through the harness") {
+  std::vector<OpCase> cases;
+  for (const Shape& xs : {Shape{2, 3, 4, 4}, Shape{2, 3, 5, 7}, Shape{1, 2, 1, 1}, Shape{3, 1, 6, 2}}) {
+    OpCase c;
+    c.name = "global_max_pool2d_" + xs.str();
+    c.inputs = {test::input("x", xs, Gen::distinct, -2, 2)};
+    c.forward = [](const Ins& in) { return Outs{ops::global_max_pool2d(in[0])}; };
+    c.reference = [xs](const InVals& v) { return Refs{ref_global_max_pool2d(v[0], xs)}; };
+    cases.push_back(c);
+  }
+  run_cases(cases);
+}
+
 // ================================================================== shape ops
+
+TEST_CASE("ops: concat through the harness") {
+  struct Cat {
+    Shape as, bs;
+    int dim;
+  };
+  std::vector<OpCase> cases;
+  for (const Cat& k : {Cat{{3, 4}, {3, 5}, 1}, Cat{{2, 3, 4}, {2, 2, 4}, 1}, Cat{{2, 3}, {4, 3}, 0},
+                       Cat{{2, 3, 4, 5}, {2, 3, 4, 2}, -1}, Cat{{2, 3, 4, 5}, {2, 3, 1, 5}, 2},
+                       Cat{{1, 6}, {1, 1}, 1}}) {
+    OpCase c;
+    c.name = "concat_" + k.as.str() + "_" + k.bs.str() + "_dim" + std::to_string(k.dim);
+    c.inputs = {test::input("a", k.as), test::input("b", k.bs, Gen::uniform, -3, 2)};
+    c.forward = [k](const Ins& in) { return Outs{ops::concat(in[0], in[1], k.dim)}; };
+    const int d = k.dim < 0 ? k.dim + k.as.ndim() : k.dim;
+    c.reference = [k, d](const InVals& v) { return Refs{ref_concat(v[0], k.as, v[1], k.bs, d)}; };
+    cases.push_back(c);
+  }
+  {
+    OpCase c;  // the same tensor on both sides: its gradient is the sum of both halves
+    c.name = "concat_self";
+    c.inputs = {test::input("a", {3, 4})};
+    c.forward = [](const Ins& in) { return Outs{ops::concat(in[0], in[0], 1)}; };
+    c.reference = [](const InVals& v) { return Refs{ref_concat(v[0], {3, 4}, v[0], {3, 4}, 1)}; };
+    cases.push_back(c);
+  }
+  {
+    OpCase c;  // ResNet's concat-pool head: fc([avg pool, max pool])
+    c.name = "concat_pool_head";
+    const Shape xs{2, 3, 4, 4};
+    c.inputs = {test::input("x", xs, Gen::distinct, -2, 2), test::input("w", {5, 6}), test::input("b", {5})};
+    c.forward = [](const Ins& in) {
+      Tensor avg = ops::flatten(ops::adaptive_avg_pool2d(in[0], 1, 1)), mx = ops::flatten(ops::global_max_pool2d(in[0]));
+      return Outs{ops::linear(ops::concat(avg, mx, 1), in[1], in[2])};
+    };
+    c.reference = [xs](const InVals& v) {
+      const RefOut avg = ref_adaptive_avg_pool2d(v[0], xs, 1, 1), mx = ref_global_max_pool2d(v[0], xs);
+      const RefOut f = ref_concat(avg.values, {2, 3}, mx.values, {2, 3}, 1);
+      return Refs{ref_linear(f.values, {2, 6}, v[1], {5, 6}, &v[2])};
+    };
+    cases.push_back(c);
+  }
+  run_cases(cases);
+}
+
+TEST_CASE("ops: concat of other dtypes (no gradient) and of empty parts") {
+  Tensor a = Tensor::from_vector({1, 2, 3, 4}, {2, 2}, DType::i64), b = Tensor::from_vector({5, 6}, {2, 1}, DType::i64);
+  Tensor y = ops::concat(a, b, 1);
+  CHECK(y.shape() == Shape{2, 3});
+  CHECK(y.dtype() == DType::i64);
+  CHECK(y.to_double_vector() == std::vector<double>{1, 2, 5, 3, 4, 6});
+  Tensor e = Tensor::zeros({2, 0});
+  Tensor f = Tensor::from_vector({7, 8}, {2, 1});
+  CHECK(ops::concat(e, f, 1).to_double_vector() == std::vector<double>{7, 8});
+}
 
 TEST_CASE("ops: flatten and reshape through the harness") {
   std::vector<OpCase> cases;
@@ -1101,6 +1201,14 @@ TEST_CASE("ops: errors name the op and the problem") {
   expect_error([&] { ops::max_pool2d(x, 3, 2, 2); }, "max_pool2d: padding must be at most half the kernel");
   expect_error([&] { ops::max_pool2d(x, 7, 1, 0); }, "max_pool2d: window 7x7 is larger than the padded input");
   expect_error([&] { ops::adaptive_avg_pool2d(x, 0, 1); }, "adaptive_avg_pool2d: output size must be positive");
+  expect_error([&] { ops::global_max_pool2d(Tensor::zeros({2, 3})); }, "global_max_pool2d: input must have 4 dimensions");
+
+  // concat
+  expect_error([&] { ops::concat(a, b, 1); }, "concat: a [2, 3] and b [3, 2] differ in dimension 0 (only dim 1 may)");
+  expect_error([&] { ops::concat(a, Tensor::zeros({2}), 0); }, "concat: a [2, 3] and b [2] have different numbers");
+  expect_error([&] { ops::concat(a, a, 2); }, "concat: dim 2 out of range for [2, 3]");
+  expect_error([&] { ops::concat(a, Tensor::zeros({2, 3}, DType::f64), 1); }, "concat: b is f64 but the input is f32");
+  expect_error([&] { ops::concat(Tensor(), a, 1); }, "concat: a is undefined");
 
   // cross entropy
   Tensor logits = Tensor::zeros({3, 5});

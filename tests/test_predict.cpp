@@ -70,8 +70,10 @@ RunResult run_predict(const std::vector<std::string>& args, const TempDir& dir) 
 // probabilities are far from uniform. Built with the input normalisation
 // predict is expected to use (it is not stored in the file).
 std::unique_ptr<net::ResNet> make_model(int64_t channels, int64_t classes, int stem, const std::vector<double>& mean,
-                                        const std::vector<double>& std, uint64_t seed) {
+                                        const std::vector<double>& std, uint64_t seed,
+                                        net::HeadPool pool = net::HeadPool::avg) {
   net::ResNetConfig cfg;
+  cfg.pool = pool;
   cfg.num_layers = 18;
   cfg.width = 4;
   cfg.stem_kernel = stem;
@@ -213,8 +215,9 @@ const std::vector<std::string> kNames = {"tabby cat", "dog \"rex\"", "back\\slas
 // expected probabilities use `mean`/`std` (the metadata's unless a test
 // overrides them on the command line).
 void make_image_case(ImageCase& c, const std::vector<double>& mean, const std::vector<double>& std,
-                     std::map<std::string, std::string> metadata, int size = 224) {
-  auto model = make_model(3, 6, 7, mean, std, 42);
+                     std::map<std::string, std::string> metadata, int size = 224,
+                     net::HeadPool pool = net::HeadPool::avg) {
+  auto model = make_model(3, 6, 7, mean, std, 42, pool);
   c.model_path = c.dir.file("model.safetensors");
   net::save_model(c.model_path, *model, metadata);
   const int sizes[5][2] = {{375, 500}, {500, 375}, {120, 150}, {300, 300}, {231, 407}};
@@ -256,6 +259,29 @@ TEST_CASE("predict: --json probabilities match the model run here; input stats a
   CHECK(ranking(c.expected[0]) != ranking(c.expected[1]));
   CHECK(contains(r.err, "checkpoint metadata"));
   CHECK(std::regex_search(r.err, std::regex(R"(Predicted 5 images in [0-9.]+ s: [0-9.]+ img/s)")));
+}
+
+TEST_CASE("predict: a concat-pool checkpoint (metadata pool=concat) gives the model's probabilities; a bad pool is one line") {
+  ImageCase c;
+  const std::vector<double> mean{100, 110, 120}, std{50, 60, 70};
+  make_image_case(c, mean, std, {{"input_mean", "100,110,120"}, {"input_std", "50,60,70"}, {"pool", "concat"}}, 96,
+                  net::HeadPool::concat);
+  RunResult r = run_predict(with_images({"--model", c.model_path, "--json", "1", "--image-size", "96"}, c.paths), c.dir);
+  INFO("stderr: ", r.err);
+  REQUIRE(r.code == 0);
+  const std::vector<std::string> lines = lines_of(r.out);
+  REQUIRE(lines.size() == 5);
+  for (size_t i = 0; i < 5; ++i) check_json_line(lines[i], c.paths[i], c.expected[i], 5, {});
+  CHECK(contains(r.err, "concat pool"));
+
+  // The same weights under another "pool": one line naming the file and the value.
+  auto model = make_model(3, 6, 7, mean, std, 42, net::HeadPool::concat);
+  const std::string bad = c.dir.file("bad.safetensors");
+  net::save_model(bad, *model, {{"pool", "max"}});
+  r = run_predict({"--model", bad, c.paths[0]}, c.dir);
+  CHECK(r.code != 0);
+  CHECK(contains(r.err, bad + ": metadata: pool 'max' is not avg or concat"));
+  CHECK(lines_of(r.err).size() == 1);
 }
 
 TEST_CASE("predict: --rgb-mean/--rgb-std override the checkpoint; without names the name is null") {

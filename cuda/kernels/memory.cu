@@ -1,7 +1,8 @@
 // cuda/kernels/memory.cu — the CUDA kernels that only move or convert values:
-// fill (every dtype) and cast (between f32, f64, f16 and bf16).
+// fill (every dtype), cast (between f32, f64, f16 and bf16) and copy_2d (a
+// strided block of any dtype: ops::concat and its backward).
 //
-// Both are one grid-stride pass over n elements. They give the same bits as
+// Each is one grid-stride pass over its elements. They give the same bits as
 // ops/cpu/memory_kernels.cpp:
 // - fill converts the value once on the host, as the CPU does (integers
 //   truncate; f16 and bf16 go double -> float rounded to odd -> 16 bits);
@@ -54,6 +55,18 @@ __global__ void cast_kernel(const S* __restrict__ x, D* __restrict__ y, int64_t 
   for (int64_t i = grid_thread_index(); i < n; i += grid_thread_count()) y[i] = Convert<S, D>::apply(x[i]);
 }
 
+// y[r * ldy + c] = x[r * ldx + c]; T is an unsigned integer of the element's
+// size (the bits are moved)                 x: [rows, ldx]  y: [rows, ldy]
+template <typename T>
+__global__ void copy_2d_kernel(const T* __restrict__ x, int64_t ldx, T* __restrict__ y, int64_t ldy, int64_t rows,
+                               int64_t cols) {
+  const int64_t n = rows * cols;
+  for (int64_t i = grid_thread_index(); i < n; i += grid_thread_count()) {
+    const int64_t r = i / cols, c = i - r * cols;
+    y[r * ldy + c] = x[r * ldx + c];
+  }
+}
+
 template <typename T>
 void launch_fill(void* y, int64_t n, T value, cudaStream_t stream) {
   launch(fill_kernel<T>, dim3(blocks_for(n, kMemoryThreads)), dim3(kMemoryThreads), 0, stream, static_cast<T*>(y), n,
@@ -99,6 +112,27 @@ void cast(DType src_dt, const void* x, DType dst_dt, void* y, int64_t n, Stream 
   dispatch_float_half(src_dt, "cast", [&](auto src) {
     dispatch_float_half(dst_dt, "cast", [&](auto dst) { launch_cast<decltype(src), decltype(dst)>(x, y, n, s); });
   });
+}
+
+// y[r * ldy + c] = x[r * ldx + c], the bits of any dtype     x: [rows, ldx]  y: [rows, ldy]
+void copy_2d(DType dt, const void* x, int64_t ldx, void* y, int64_t ldy, int64_t rows, int64_t cols, Stream stream) {
+  EMBER_CHECK(rows >= 0 && cols >= 0 && cols <= ldx && cols <= ldy, "cuda copy_2d: a block of ", rows, "x", cols,
+              " does not fit row strides ", ldx, " and ", ldy);
+  if (rows == 0 || cols == 0) return;
+  const cudaStream_t s = as_cuda_stream(stream);
+  const int64_t n = rows * cols;
+  auto run = [&](auto bits) {
+    using T = decltype(bits);
+    launch(copy_2d_kernel<T>, dim3(blocks_for(n, kMemoryThreads)), dim3(kMemoryThreads), 0, s,
+           static_cast<const T*>(x), ldx, static_cast<T*>(y), ldy, rows, cols);
+  };
+  switch (dtype_size(dt)) {
+    case 1: return run(uint8_t{});
+    case 2: return run(uint16_t{});
+    case 4: return run(uint32_t{});
+    case 8: return run(uint64_t{});
+  }
+  fail(cat("cuda copy_2d: unsupported dtype ", dtype_name(dt)));
 }
 
 }  // namespace ember::cuda

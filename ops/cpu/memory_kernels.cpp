@@ -1,6 +1,6 @@
-// ops/cpu/memory_kernels.cpp — fill and cast, the CPU kernels that only move
-// or convert values (ops::fill_, ops::cast and the mixed-precision copies of
-// net/ call them through the kernel table).
+// ops/cpu/memory_kernels.cpp — fill, cast and copy_2d, the CPU kernels that
+// only move or convert values (ops::fill_, ops::cast, ops::concat and the
+// mixed-precision copies of net/ call them through the kernel table).
 //
 // fill takes any dtype (a tensor of labels or pixels can be filled too) and
 // converts the value once, as cast would (integers truncate, as in C++). cast converts between
@@ -114,6 +114,20 @@ void cast(DType src_dt, const void* x, DType dst_dt, void* y, int64_t n, Stream)
       else
         narrow(dst_dt, buf, yh + i, size_t(m));
     }
+  });
+}
+
+// y[r * ldy + c] = x[r * ldx + c], the bits of any dtype     x: [rows, ldx]  y: [rows, ldy]
+void copy_2d(DType dt, const void* x, int64_t ldx, void* y, int64_t ldy, int64_t rows, int64_t cols, Stream) {
+  EMBER_CHECK(rows >= 0 && cols >= 0 && cols <= ldx && cols <= ldy, "cpu copy_2d: a block of ", rows, "x", cols,
+              " does not fit row strides ", ldx, " and ", ldy);
+  if (rows == 0 || cols == 0) return;
+  const size_t es = dtype_size(dt);
+  const char* src = static_cast<const char*>(x);
+  char* dst = static_cast<char*>(y);
+  parallel_for(0, rows, std::max<int64_t>(1, kGrain / cols), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r)
+      std::memcpy(dst + size_t(r * ldy) * es, src + size_t(r * ldx) * es, size_t(cols) * es);
   });
 }
 

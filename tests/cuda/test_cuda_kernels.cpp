@@ -1,5 +1,6 @@
 // tests/cuda/test_cuda_kernels.cpp — the hand-written CUDA kernels of
-// cuda/kernels/{memory,elementwise,reduce,loss,input,optimizer,random}.cu,
+// cuda/kernels/{memory,elementwise,reduce,loss,input,optimizer,random}.cu
+// (memory: fill, cast and copy_2d, which takes every dtype),
 // called through the registered CUDA table and compared with the CPU table on
 // identical inputs: sizes that are odd or not multiples of a block (1, 7, 33,
 // 1000, 4099, 70000), f32 and f64 (and f16 for fill and cast; f16 for the
@@ -211,6 +212,40 @@ TEST_CASE("cuda cast: f32, f64, f16, bf16 in every direction give the CPU's bits
 }
 
 // ------------------------------------------------------------- elementwise
+
+TEST_CASE("cuda copy_2d: strided blocks of every dtype, the CPU's bits, elements outside the block untouched") {
+  if (!cuda_available()) return;
+  struct Block {
+    int64_t rows, ldx, ldy, cols, x_off, y_off;  // the block starts x_off / y_off elements into x / y
+  };
+  for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64, DType::u8})
+    for (const Block& k : {Block{1, 5, 5, 5, 0, 0}, Block{7, 3, 8, 3, 0, 5}, Block{33, 10, 4, 4, 6, 0},
+                           Block{1000, 70, 71, 33, 37, 38}, Block{5, 4, 4, 0, 0, 0}, Block{0, 4, 4, 4, 0, 0}}) {
+      CAPTURE(dtype_name(dt));
+      CAPTURE(k.rows);
+      CAPTURE(k.cols);
+      std::vector<double> x(sz(k.rows * k.ldx)), y(sz(k.rows * k.ldy), 99.0);
+      PhiloxStream rs(uint64_t(k.rows), 3);
+      for (double& v : x) v = double(rs.below(90));  // exact in every dtype
+      const size_t es = dtype_size(dt);
+      const Tensor xg = on_gpu(x, dt), xc = on_cpu(x, dt);
+      Tensor yg = on_gpu(y, dt), yc = on_cpu(y, dt);
+      cuda_table().copy_2d(dt, static_cast<const char*>(xg.raw_data()) + sz(k.x_off) * es, k.ldx,
+                           static_cast<char*>(yg.raw_data()) + sz(k.y_off) * es, k.ldy, k.rows, k.cols, cuda_stream());
+      cpu_table().copy_2d(dt, static_cast<const char*>(xc.raw_data()) + sz(k.x_off) * es, k.ldx,
+                          static_cast<char*>(yc.raw_data()) + sz(k.y_off) * es, k.ldy, k.rows, k.cols, nullptr);
+      const std::vector<double> got = yg.to_double_vector();
+      CHECK_SAME(got, yc.to_double_vector());
+      // The definition: y[y_off + r * ldy + c] = x[x_off + r * ldx + c] inside the block, 99 elsewhere.
+      for (int64_t i = 0; i < k.rows * k.ldy; ++i) {
+        const int64_t j = i - k.y_off, r = j >= 0 ? j / k.ldy : -1, c = j >= 0 ? j % k.ldy : -1;
+        const bool inside = j >= 0 && r < k.rows && c < k.cols;
+        REQUIRE(got[sz(i)] == (inside ? x[sz(k.x_off + r * k.ldx + c)] : 99.0));
+      }
+    }
+  CHECK(message_of([] { cuda_table().copy_2d(DType::f32, nullptr, 2, nullptr, 4, 1, 3, cuda_stream()); })
+            .find("copy_2d: a block of 1x3 does not fit row strides 2 and 4") != std::string::npos);
+}
 
 TEST_CASE("cuda add, relu_forward, relu_backward: the CPU's bits, in place too") {
   if (!cuda_available()) return;
