@@ -134,7 +134,7 @@ TEST_CASE("long runs: SIGKILL at a random step, --resume auto ends bit-identical
   check_kill_and_resume({}, dir, "idx");
 }
 
-TEST_CASE("long runs: SIGKILL at a random step, --resume auto ends bit-identical (record files, threaded loader)") {
+TEST_CASE("long runs: SIGKILL at a random step, --resume auto ends bit-identical (record files, mixup, cutmix, concat pool)") {
   TempDir dir;
   // 320 training and 200 validation images of Fashion-MNIST as PNG folders packed into record files.
   const data::ImageSet train = data::subset(data::load_fashion_mnist(data::kFashionMnistDir, true), 0, 320);
@@ -152,8 +152,10 @@ TEST_CASE("long runs: SIGKILL at a random step, --resume auto ends bit-identical
     REQUIRE(report.outputs.size() == 1);
     files.push_back(report.outputs[0].path);
   }
+  // With mixup and cutmix (their draws follow the global step) and the concat-pool head.
   check_kill_and_resume({"--data-train", files[0], "--data-val", files[1], "--image-shape", "1,28,28",
-                         "--random-resized-crop", "0", "--data-nthreads", "2"},
+                         "--random-resized-crop", "0", "--data-nthreads", "2", "--mixup-alpha", "0.4",
+                         "--cutmix-alpha", "1", "--pool", "concat"},
                         dir, "records");
 }
 

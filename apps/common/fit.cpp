@@ -326,9 +326,24 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
       const auto wait_start = Clock::now();
       if (!train.next(b)) break;
       data_wait += seconds_since(wait_start);
-      const Tensor x = b.images.to(o.device), y = b.labels.to(o.device);
-      const Tensor logits = model(x);
-      const Tensor loss = ops::cross_entropy(logits, y, o.label_smoothing);  // f32 in both precisions
+      Tensor logits, loss;
+      const Tensor* count_labels = &b.labels;  // what training accuracy is counted against
+      Tensor dominant_labels;
+      if (o.mix.enabled()) {
+        // Mixup / cutmix: drawn from (seed, global step), so a resumed run mixes as the first one did.
+        const net::MixedBatch m = net::mix_batch(b, o.mix, o.seed, global_step, o.input_norm, o.precision, o.device);
+        logits = model(m.images);
+        loss = net::mixed_cross_entropy(logits, m, o.label_smoothing);
+        if (m.lam < 0.5) {  // the reversed batch's labels dominate
+          dominant_labels = Tensor::empty({b.size}, DType::i64);
+          for (int64_t i = 0; i < b.size; ++i)
+            dominant_labels.data<int64_t>()[i] = b.labels.data<int64_t>()[b.size - 1 - i];
+          count_labels = &dominant_labels;
+        }
+      } else {
+        logits = model(b.images.to(o.device));
+        loss = ops::cross_entropy(logits, b.labels.to(o.device), o.label_smoothing);  // f32 in both precisions
+      }
       opt.zero_grad();
       lr = schedule.lr_at(global_step);
       momentum = schedule.momentum_at(global_step);
@@ -358,7 +373,7 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
                                          : cat("the last good checkpoint is \"", last_checkpoint, "\""),
                  "; try a lower --lr or more --warmup-epochs"));
       }
-      const int64_t correct = count_correct(logits, b.labels);
+      const int64_t correct = count_correct(logits, *count_labels);
       interval.samples += b.size;
       interval.correct += correct;
       if (std::isfinite(loss_value)) interval.loss_sum += loss_value * double(b.size), epoch_loss_sum += loss_value * double(b.size);

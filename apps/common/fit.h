@@ -37,6 +37,7 @@
 #include "net/dist/comm.h"
 #include "net/dist/reducer.h"
 #include "net/mixed_precision.h"
+#include "net/mixup.h"
 #include "net/module.h"
 #include "net/sgd.h"
 
@@ -59,6 +60,10 @@ struct FitOptions {
   net::SgdOptions sgd;
   net::LrScheduleOptions schedule;  // steps_per_epoch/num_epochs/base_lr filled by fit
   double label_smoothing = 0.0;
+  // Mixup / cutmix of every training batch (net/mixup.h); mixup needs the
+  // model's input normalisation (ResNetConfig::input_norm).
+  net::MixOptions mix;
+  ChannelNorm input_norm{};
   int disp_batches = 50;
   std::string model_prefix;    // empty: no checkpoints
   int64_t eval_batch_size = 500;

@@ -174,6 +174,7 @@ int run_train_program(const TrainProgram& program, int argc, char** argv) {
   cfg.in_channels = d->channels;
   cfg.image_size = d->image_size;
   cfg.input_norm = d->norm;
+  cfg.pool = net::parse_head_pool(s.pool, "--pool");
   if (program.configure) program.configure(cfg, s, *d, out);
   Generator gen(uint64_t(s.seed));
   net::ResNet model(cfg, gen);
@@ -235,6 +236,8 @@ int run_train_program(const TrainProgram& program, int argc, char** argv) {
     fo.sgd.momentum = moms[0];  // the first step's
   }
   fo.label_smoothing = s.label_smoothing;
+  fo.mix = {s.mixup_alpha, s.cutmix_alpha};
+  fo.input_norm = cfg.input_norm;
   fo.disp_batches = s.disp_batches;
   fo.model_prefix = s.model_prefix;
   fo.device = device;
@@ -263,6 +266,7 @@ int run_train_program(const TrainProgram& program, int argc, char** argv) {
       {"in_channels", std::to_string(cfg.in_channels)},
       {"width", std::to_string(model.conv1->weight.shape()[0])},
       {"stem_kernel", std::to_string(model.conv1->weight.shape()[2])},
+      {"pool", net::head_pool_name(cfg.pool)},
       {"image_size", std::to_string(d->image_size)},
       {"val_resize", std::to_string(d->val_resize)},
       {"input_mean", norm_text(cfg.input_norm, true)},
@@ -275,6 +279,8 @@ int run_train_program(const TrainProgram& program, int argc, char** argv) {
       {"batch_size", std::to_string(s.batch_size)},
       {"num_epochs", std::to_string(s.num_epochs)},
       {"label_smoothing", cat(s.label_smoothing)},
+      {"mixup_alpha", cat(s.mixup_alpha)},
+      {"cutmix_alpha", cat(s.cutmix_alpha)},
       {"seed", std::to_string(s.seed)},
       {"producer", cat("ember ", program.name)}};
   fo.checkpoint_metadata.insert(fo.checkpoint_metadata.begin(), produced.begin(), produced.end());

@@ -17,6 +17,9 @@ void declare_train_flags(Flags& f, TrainSettings& s) {
         "finetune_resnet: 0 takes the pretrained file's");
   f.add("num-classes", &s.num_classes, "classes of the classifier (0: from the data set)");
   f.add("zero-init-residual", &s.zero_init_residual, "start the last BN of every block at gamma = 0 (Goyal et al.)");
+  f.add("pool", &s.pool,
+        "the head's pooling: avg, or concat (fc over [global average, global max], fast.ai's concat pooling); "
+        "recorded in checkpoints (finetune_resnet keeps the pretrained file's)");
   f.group("data");
   f.add("dataset", &s.dataset, "data set (fashion-mnist)");
   f.add("classes", &s.classes, "fashion-mnist: train and validate on these classes only, relabelled 0..k-1 in the order given (e.g. 5,6,7,8,9)");
@@ -57,6 +60,9 @@ void declare_train_flags(Flags& f, TrainSettings& s) {
   f.add("label-smoothing", &s.label_smoothing, "label smoothing of the cross-entropy loss");
   f.add("lr-scaling", &s.lr_scaling,
         "none, or linear: --lr is per 256 images and is multiplied by the global batch / 256 (Goyal et al.)");
+  f.add("mixup-alpha", &s.mixup_alpha, "mixup: mix each batch with itself reversed, lam ~ Beta(A, A) (0: off)");
+  f.add("cutmix-alpha", &s.cutmix_alpha,
+        "cutmix: paste a box of the reversed batch, lam ~ Beta(A, A) (0: off; with --mixup-alpha each step picks one)");
   f.add("moms", &s.moms,
         "onecycle: momentum cycling MAX,MIN, e.g. 0.95,0.85: from MAX down to MIN while the lr rises and back "
         "(fast.ai; PyTorch OneCycleLR's cycle_momentum); empty: constant --mom");
@@ -180,6 +186,8 @@ void validate_train_settings(const TrainSettings& s) {
     parse_moms(s.moms);
     EMBER_CHECK(s.lr_schedule == "onecycle", "--moms cycles momentum with --lr-schedule onecycle, not ", s.lr_schedule);
   }
+  EMBER_CHECK(s.pool == "avg" || s.pool == "concat", "--pool '", s.pool, "': avg or concat");
+  EMBER_CHECK(s.mixup_alpha >= 0 && s.cutmix_alpha >= 0, "--mixup-alpha and --cutmix-alpha must be >= 0 (0: off)");
   EMBER_CHECK(s.checkpoint_steps >= 0, "--checkpoint-steps must be >= 0");
   EMBER_CHECK(s.checkpoint_steps == 0 || !s.model_prefix.empty() || !s.resume.empty(),
               "--checkpoint-steps needs --model-prefix");

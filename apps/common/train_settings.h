@@ -21,6 +21,7 @@ struct TrainSettings {
   int num_layers = 20;
   int64_t num_classes = 0;
   bool zero_init_residual = false;
+  std::string pool = "avg";  // the head: avg, or concat ([avg, max], fast.ai's concat pooling); finetune: the file's
   // data
   std::string dataset = "fashion-mnist";
   std::vector<int> classes;  // Fashion-MNIST: only these classes, relabelled 0..k-1 in this order
@@ -54,6 +55,7 @@ struct TrainSettings {
   double label_smoothing = 0.1;
   std::string lr_scaling = "none";  // linear: --lr is per 256 images, times the global batch / 256
   std::string moms;                 // onecycle momentum cycling "MAX,MIN" (fast.ai's 0.95,0.85); empty: --mom
+  double mixup_alpha = 0, cutmix_alpha = 0;  // > 0: mixup / cutmix with lam ~ Beta(alpha, alpha) (net/mixup.h)
   std::string precision = "fp32";
   double loss_scale = 0;
   int64_t scale_window = 2000;
