@@ -189,6 +189,24 @@ TEST_CASE("long runs: Ctrl-C and SIGTERM finish the step, save, print how to res
   CHECK(fs::exists(prefix + "-0002.safetensors"));
 }
 
+TEST_CASE("long runs: a resumed model is rebuilt from its checkpoint's recipe (concat pooling)") {
+  TempDir dir;
+  const std::string prefix = (dir.path / "p/m").string();
+  const Run first = run_to_end("concat1", small_run({"--model-prefix", prefix, "--pool", "concat", "--num-epochs", "1"}),
+                               dir);
+  REQUIRE_MESSAGE(first.code == 0, first.out << first.err);
+  const auto meta = load_safetensors(prefix + "-0001.safetensors").metadata;
+  CHECK(meta.at("pool") == "concat");
+  CHECK(meta.at("moms") == "0.95,0.85");
+  CHECK(meta.at("seed") == "7");
+  // No --pool now: the head is built as the checkpoint says, and the run goes on.
+  const Run second = run_to_end("concat2", small_run({"--model-prefix", prefix, "--resume", "auto"}), dir);
+  REQUIRE_MESSAGE(second.code == 0, second.out << second.err);
+  CHECK(contains(second.out, "was trained with --pool concat: building the head so"));
+  CHECK(contains(second.out, "concat pool"));
+  CHECK(contains(second.out, "Finished 1 epochs"));
+}
+
 TEST_CASE("long runs: the second signal exits at once; the first only sets the flag") {
   const pid_t child = ::fork();
   REQUIRE(child >= 0);

@@ -10,6 +10,7 @@
 #include "net/checkpoint.h"
 #include "net/dist/data_parallel.h"
 #include "net/json.h"
+#include "net/safetensors.h"
 #include "ops/cpu/conv_bf16_kernels.h"
 #include "ops/cpu/conv_winograd.h"
 #include "ops/cpu/gemm_isa.h"
@@ -167,18 +168,6 @@ int run_train_program(const TrainProgram& program, int argc, char** argv) {
     return 0;
   }
 
-  net::ResNetConfig cfg;
-  cfg.num_layers = s.num_layers;
-  cfg.zero_init_residual = s.zero_init_residual;
-  cfg.num_classes = d->num_classes;
-  cfg.in_channels = d->channels;
-  cfg.image_size = d->image_size;
-  cfg.input_norm = d->norm;
-  cfg.pool = net::parse_head_pool(s.pool, "--pool");
-  if (program.configure) program.configure(cfg, s, *d, out);
-  Generator gen(uint64_t(s.seed));
-  net::ResNet model(cfg, gen);
-  std::fprintf(out, "model: %s\n", model.describe().c_str());
   FitOptions fo;
   // --resume: the latest complete checkpoint of the prefix.
   std::optional<FoundCheckpoint> resume;
@@ -201,6 +190,31 @@ int run_train_program(const TrainProgram& program, int argc, char** argv) {
                      "exactly\n", (long long)s.batch_size, (long long)p.batch_size);
     }
   }
+  // A resumed model is rebuilt as it was trained: its head's pooling is in
+  // the checkpoint's metadata (a different depth or class count is an error
+  // naming the tensor when it loads).
+  const std::string load_path = resume ? resume->model_path
+                                : s.load_epoch > 0 ? net::checkpoint_path(s.model_prefix, s.load_epoch)
+                                                   : std::string();
+  if (!load_path.empty()) {
+    const auto meta = load_safetensors(load_path).metadata;
+    if (const auto it = meta.find("pool"); it != meta.end() && it->second != s.pool) {
+      std::fprintf(out, "%s was trained with --pool %s: building the head so\n", load_path.c_str(), it->second.c_str());
+      s.pool = it->second;
+    }
+  }
+  net::ResNetConfig cfg;
+  cfg.num_layers = s.num_layers;
+  cfg.zero_init_residual = s.zero_init_residual;
+  cfg.num_classes = d->num_classes;
+  cfg.in_channels = d->channels;
+  cfg.image_size = d->image_size;
+  cfg.input_norm = d->norm;
+  cfg.pool = net::parse_head_pool(s.pool, "--pool");
+  if (program.configure) program.configure(cfg, s, *d, out);
+  Generator gen(uint64_t(s.seed));
+  net::ResNet model(cfg, gen);
+  std::fprintf(out, "model: %s\n", model.describe().c_str());
   if (program.prepare) program.prepare(model, s.load_epoch > 0 || resume.has_value(), fo, out);
   if (resume) {
     net::load_model(resume->model_path, model);
