@@ -298,6 +298,29 @@ TEST_CASE("long runs: --target-accuracy stops at the target and records the time
   CHECK(contains(cost, "Peak-RSS="));
 }
 
+TEST_CASE("long runs: on a terminal the progress bar is redrawn in place; --quiet prints epoch lines only") {
+  TempDir dir;
+  const std::string script = find_program("script");  // util-linux: runs a command on a pseudo-terminal
+  REQUIRE_MESSAGE(!script.empty(), "`script` (Debian bsdutils) is missing");
+  std::string cmd;
+  for (const std::string& a : small_run({"--num-epochs", "1"})) cmd += a + " ";
+  const Run tty = run_to_end("tty", {script, "-qefc", cmd, "/dev/null"}, dir);
+  REQUIRE_MESSAGE(tty.code == 0, tty.out << tty.err);
+  CHECK(contains(tty.out, "\rEpoch 1/1 ["));       // the bar, from its first column
+  CHECK(contains(tty.out, "\033[K"));              // erasing the rest of the line
+  CHECK(contains(tty.out, "10/10"));               // the last batch of the epoch
+  CHECK(!contains(tty.out, "Epoch[0] Batch [0-1]"));  // no Speedometer lines on a terminal
+  CHECK(contains(tty.out, "Epoch[0] Validation-accuracy="));
+  // Not a terminal: MXNet's lines; --quiet: neither lines nor bar.
+  const Run lines = run_to_end("lines", small_run({"--num-epochs", "1"}), dir);
+  CHECK(contains(lines.out, "Epoch[0] Batch [0-1]"));
+  CHECK(!contains(lines.out, "\r"));
+  const Run quiet = run_to_end("quiet", small_run({"--num-epochs", "1", "--quiet", "1"}), dir);
+  CHECK(!contains(quiet.out, "Batch ["));
+  CHECK(!contains(quiet.out, "\r"));
+  CHECK(contains(quiet.out, "Epoch[0] Train-accuracy="));
+}
+
 TEST_CASE("long runs: checkpoint names, finding the latest complete one, keeping the last K") {
   TempDir dir;
   const std::string prefix = (dir.path / "run-a").string();
