@@ -207,6 +207,25 @@ TEST_CASE("long runs: a resumed model is rebuilt from its checkpoint's recipe (c
   CHECK(contains(second.out, "Finished 1 epochs"));
 }
 
+TEST_CASE("long runs: Ctrl-C on the whole process group of a --nproc 2 run stops both ranks after one step") {
+  TempDir dir;
+  const std::string prefix = (dir.path / "dp/m").string();
+  // As a terminal's Ctrl-C: SIGINT to every process of the launcher's group (once each).
+  Process p("dp_sigint", small_run({"--nproc", "2", "--model-prefix", prefix, "--num-examples", "3200"}), {},
+            dir.path.string());
+  REQUIRE(p.wait_for_output("Epoch[0] Batch [3-4]", 300));
+  ::kill(-p.pid(), SIGINT);
+  REQUIRE(p.wait_for(120));
+  const std::string out = p.out(), err = p.err();
+  CHECK(contains(out, "SIGINT (Ctrl-C) received"));
+  CHECK(contains(out, "Resume with: "));
+  CHECK_FALSE(contains(err, "second signal"));  // each worker saw one SIGINT, not the group's and the launcher's
+  CHECK_FALSE(contains(err, "lost rank"));
+  const auto found = apps::find_latest_checkpoint(prefix, nullptr);
+  REQUIRE(found.has_value());
+  CHECK(found->position.batch > 0);
+}
+
 TEST_CASE("long runs: the second signal exits at once; the first only sets the flag") {
   const pid_t child = ::fork();
   REQUIRE(child >= 0);

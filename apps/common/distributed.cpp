@@ -89,6 +89,10 @@ int run_local_workers(int workers, const DistSettings& s, char** argv) {
     const pid_t pid = ::fork();
     EMBER_CHECK(pid >= 0, "fork: ", std::strerror(errno));
     if (pid == 0) {
+      // A process group of its own: a terminal's Ctrl-C reaches the launcher
+      // only, which forwards it once (twice would be "quit at once" to the
+      // worker's handler, apps/common/stop_signal.h).
+      ::setpgid(0, 0);
       ::setenv("RANK", std::to_string(r).c_str(), 1);
       ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
       ::setenv("WORLD_SIZE", std::to_string(workers).c_str(), 1);

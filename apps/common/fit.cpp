@@ -299,12 +299,18 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
       std::fprintf(o.log, "Removed old checkpoint \"%s\" (--keep-checkpoints %d)\n", gone.c_str(), o.keep_checkpoints);
   };
   // A stop request (Ctrl-C, SIGTERM) on any rank stops every rank after the same step.
-  auto stop_signal = [&]() -> int {
-    const int local = o.stop ? o.stop->requested() : 0;
-    if (!comm) return local;
-    const double any = net::dist::sum_over_ranks(*comm, {double(local)})[0];
-    return local ? local : any > 0 ? SIGTERM : 0;
+  auto local_signal = [&]() -> int { return o.stop ? o.stop->requested() : 0; };
+  // The agreed signal from a sum over ranks of each rank's own (0 when none asked).
+  auto agreed_signal = [&](double sum_of_signals) -> int {
+    const int local = local_signal();
+    return local ? local : sum_of_signals > 0 ? SIGTERM : 0;
   };
+  auto stop_signal = [&]() -> int {  // one extra collective: for the epoch end only
+    return comm ? agreed_signal(net::dist::sum_over_ranks(*comm, {double(local_signal())})[0]) : local_signal();
+  };
+  // Data-parallel ranks agree on stopping at the progress lines' sum every
+  // --disp-batches steps (no extra collective per step); alone, every step.
+  int agreed_stop = 0;
 
   int64_t global_step = start.global_step;
   double lr = schedule.lr_at(global_step), momentum = schedule.momentum_at(global_step);
@@ -383,7 +389,9 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
       epoch_correct += correct;
       ++batch_index;
       if (batch_index % o.disp_batches == 0) {
-        const auto g = global({double(interval.samples), double(interval.correct), interval.loss_sum});
+        const auto g =
+            global({double(interval.samples), double(interval.correct), interval.loss_sum, double(local_signal())});
+        agreed_stop = agreed_signal(g[3]);
         const double dt = seconds_since(interval.start);
         if (show_lines) {
           std::fprintf(o.log,
@@ -417,7 +425,7 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
           v.epoch_eta = per_step * double(steps_per_epoch - batch_index);
           v.run_eta = per_step * double(int64_t(o.num_epochs) * steps_per_epoch - global_step);
         }
-        bar.update(v);
+        bar.update(v, batch_index == steps_per_epoch);  // the last batch always shows: the bar ends full
       }
       // Position after this step: what a checkpoint taken now resumes from.
       auto here = [&] {
@@ -426,7 +434,7 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
         p.epoch_samples = epoch_samples, p.epoch_correct = epoch_correct, p.epoch_loss_sum = epoch_loss_sum;
         return p;
       };
-      if (const int sig = stop_signal()) {
+      if (const int sig = comm ? agreed_stop : local_signal()) {
         result.interrupted_by = sig;
         if (show_bar) bar.clear();
         std::fprintf(o.log, "Stopping at Epoch[%d] Batch [%lld] (step %lld): %s received\n", epoch,
