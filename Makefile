@@ -23,6 +23,8 @@
 #                                     (-march; default: any x86-64 since 2009; the
 #                                     GEMM kernels are picked at run time anyway,
 #                                     ARCH=native adds compile-time AVX-512 to the rest)
+#                           JPEG=turbo|stb  JPEG codec (default: turbo when libjpeg-turbo's
+#                                     jpeglib.h is found; stb = stb_image only)
 #                           DEBUG=1   -O0 -g
 #                           SANITIZE=1  AddressSanitizer + UBSan (use another BUILD=)
 
@@ -50,6 +52,11 @@ endif
 ifeq ($(origin SIM),undefined)
   SIM := $(if $(CUDA_RUNTIME_H),1,0)
 endif
+# libjpeg-turbo's libjpeg API (Debian's libjpeg62-turbo-dev; jconfig.h names the version).
+JPEG_TURBO_H := $(shell grep -ls LIBJPEG_TURBO_VERSION /usr/include/jconfig.h /usr/include/$(MACHINE)-linux-gnu/jconfig.h 2>/dev/null | head -n 1)
+ifeq ($(origin JPEG),undefined)
+  JPEG := $(if $(JPEG_TURBO_H),turbo,stb)
+endif
 
 # ------------------------------------------------------------------- flags
 WARN     := -Wall -Wextra
@@ -66,6 +73,10 @@ CPPFLAGS := -I. -MMD -MP
 CXXFLAGS := -std=c++20 $(OPT) -fopenmp $(WARN)
 LDFLAGS  := -fopenmp $(LDSAN)
 LDLIBS   := -lz -lstb -lpthread
+ifeq ($(JPEG),turbo)
+  CPPFLAGS += -DEMBER_JPEG_TURBO=1
+  LDLIBS   += -ljpeg
+endif
 
 CUDA_LDLIBS :=
 ifeq ($(CUDA),1)
@@ -131,10 +142,11 @@ info:
 	@echo "  cuDNN: $(if $(CUDNN_H),$(CUDNN_H)$(if $(filter 1,$(CUDNN)),, (not used)),not found)"
 	@echo "  NCCL : $(if $(NCCL_H),$(NCCL_H)$(if $(filter 1,$(NCCL)),, (not used)),not found)"
 	@echo "  sim  : $(if $(filter 1,$(SIM)),CUDA emulator (cuda/sim) for the kernel tests,off (no cuda_runtime.h))"
+	@echo "  JPEG : $(if $(filter turbo,$(JPEG)),libjpeg-turbo $(shell grep -ho 'LIBJPEG_TURBO_VERSION *[0-9.]*' $(JPEG_TURBO_H) 2>/dev/null | grep -o '[0-9.]*$$') (stb_image for other formats),stb_image$(if $(JPEG_TURBO_H),, (libjpeg-turbo not found: make deps installs libjpeg62-turbo-dev)))"
 
 # Debian packages the build, the tests and `make train` need; installed only when absent
-# (librsvg2-bin: rsvg-convert, which the plot_metrics test renders its SVG with).
-DEB_PACKAGES := libstb-dev doctest-dev zlib1g-dev dataset-fashion-mnist openmpi-bin iproute2 librsvg2-bin
+# (libjpeg62-turbo-dev: libjpeg-turbo's libjpeg API, the JPEG codec; librsvg2-bin: rsvg-convert, which the plot_metrics test renders its SVG with).
+DEB_PACKAGES := libstb-dev libjpeg62-turbo-dev doctest-dev zlib1g-dev dataset-fashion-mnist openmpi-bin iproute2 librsvg2-bin
 # The PyTorch side of the parity tests and of the fixture generators (never
 # needed by the product): `make torch-deps` installs it; `make deps` adds
 # torchvision by itself only where Debian's python3-torch is installed

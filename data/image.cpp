@@ -1,11 +1,13 @@
-// data/image.cpp — decode (stb_image), resize (ember's own) and encode
-// (stb_image_write) 8-bit images.
+// data/image.cpp — decode (libjpeg-turbo for JPEGs where built, stb_image),
+// resize (ember's own) and encode (libjpeg-turbo / stb_image_write) 8-bit images.
 //
 // Bilinear resize (resize_to_planar and enlarging in resize_short_side) is
 // separable fixed point, the scheme of OpenCV's INTER_LINEAR: for output
 // column x of a box of width W resized to w,
 //     f  = (x + 0.5) * W / w - 0.5,  i = floor(f), t = f - i,
 //     clamped to the box: i < 0 -> (0, t = 0); i >= W - 1 -> (W - 1, t = 0),
+//     (a box with fractional edges, resize_region_to_planar, clamps to the
+//     pixels it touches),
 //     weights (2048 - a, a) with a = round(t * 2048) on columns (i, min(i + 1, W - 1));
 // rows likewise. A horizontal pass makes 19-bit row values
 // h = p0 * (2048 - a) + p1 * a, the vertical pass combines two of them with the
@@ -22,8 +24,10 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
+#include "data/jpeg_turbo.h"
 #include "engine/error.h"
 
 namespace ember::data {
@@ -45,19 +49,28 @@ struct LinearAxis {
   std::vector<int> w1;      // weight of i1 in 1/2048; i0 gets 2048 - w1
 };
 
-void make_linear_axis(int start, int src_len, int out_len, LinearAxis& a) {
+// One axis of a sampling box: it starts at `start` and is `length` pixels
+// long (fractions allowed); samples clamp to the pixels [lo, hi].
+struct AxisSpan {
+  double start, length;
+  int lo, hi;
+};
+
+AxisSpan whole_pixels(int start, int length) { return {double(start), double(length), start, start + length - 1}; }
+
+void make_linear_axis(const AxisSpan& span, int out_len, LinearAxis& a) {
   a.i0.resize(size_t(out_len));
   a.i1.resize(size_t(out_len));
   a.w1.resize(size_t(out_len));
-  const double scale = double(src_len) / double(out_len);
+  const double scale = span.length / double(out_len);
   for (int o = 0; o < out_len; ++o) {
-    const double f = (o + 0.5) * scale - 0.5;
+    const double f = span.start + (o + 0.5) * scale - 0.5;
     int i = int(std::floor(f));
     double t = f - i;
-    if (i < 0) i = 0, t = 0;
-    if (i >= src_len - 1) i = src_len - 1, t = 0;
-    a.i0[size_t(o)] = start + i;
-    a.i1[size_t(o)] = start + std::min(i + 1, src_len - 1);
+    if (i < span.lo) i = span.lo, t = 0;
+    if (i >= span.hi) i = span.hi, t = 0;
+    a.i0[size_t(o)] = i;
+    a.i1[size_t(o)] = std::min(i + 1, span.hi);
     a.w1[size_t(o)] = int(std::lround(t * kOne));
   }
 }
@@ -103,12 +116,13 @@ void check_box(const Image& src, const Box& box, int out_h, int out_w, const cha
   EMBER_CHECK(out_h > 0 && out_w > 0, fn, ": output size ", out_h, "x", out_w, " must be positive");
 }
 
-// Bilinear resize of box to out_h x out_w; planar or interleaved output.
-void bilinear(const Image& src, const Box& box, int out_h, int out_w, bool flip, bool planar, uint8_t* dst) {
+// Bilinear resize of the box (x, y spans) to out_h x out_w; planar or interleaved output.
+void bilinear(const Image& src, const AxisSpan& xs, const AxisSpan& ys, int out_h, int out_w, bool flip, bool planar,
+              uint8_t* dst) {
   const int C = src.channels;
   LinearAxis ax, ay;
-  make_linear_axis(box.x, box.width, out_w, ax);
-  make_linear_axis(box.y, box.height, out_h, ay);
+  make_linear_axis(xs, out_w, ax);
+  make_linear_axis(ys, out_h, ay);
   if (flip) {
     std::reverse(ax.i0.begin(), ax.i0.end());
     std::reverse(ax.i1.begin(), ax.i1.end());
@@ -259,11 +273,11 @@ Encoding sniff_encoding(const uint8_t* bytes, size_t n) {
   return Encoding::other;  // BMP, GIF, TGA, PNM, ... or not an image at all (decode_image tells)
 }
 
-void decode_image(const uint8_t* bytes, size_t n, int channels, Image& out, const std::string& what) {
-  EMBER_CHECK(channels == 0 || channels == 1 || channels == 3, what, ": cannot decode to ", channels,
-              " channels (1 or 3)");
-  EMBER_CHECK(n > 0, what, ": not a decodable image (empty)");
-  EMBER_CHECK(n <= size_t(INT_MAX), what, ": not a decodable image (", n, " bytes is too large)");
+namespace {
+
+// stb_image's decode of any format it knows (JPEG too: JPEG=stb builds,
+// EMBER_JPEG=stb, and CMYK JPEGs, which libjpeg-turbo does not convert).
+void decode_stb(const uint8_t* bytes, size_t n, int channels, Image& out, const std::string& what) {
   int w = 0, h = 0, stored = 0;
   if (!stbi_info_from_memory(bytes, int(n), &w, &h, &stored))
     fail(cat(what, ": not a decodable image (", stb_reason(), ")"));
@@ -279,24 +293,167 @@ void decode_image(const uint8_t* bytes, size_t n, int channels, Image& out, cons
   stbi_image_free(p);
 }
 
+void check_decodable(size_t n, int channels, const std::string& what) {
+  EMBER_CHECK(channels == 0 || channels == 1 || channels == 3, what, ": cannot decode to ", channels,
+              " channels (1 or 3)");
+  EMBER_CHECK(n > 0, what, ": not a decodable image (empty)");
+  EMBER_CHECK(n <= size_t(INT_MAX), what, ": not a decodable image (", n, " bytes is too large)");
+}
+
+// Whether libjpeg-turbo takes these bytes: a JPEG, this decoder chosen, and
+// a colour space it converts (else stb_image does). Fills header when true.
+bool use_turbo(const uint8_t* bytes, size_t n, JpegHeader& header, JpegDecoder decoder = jpeg_decoder()) {
+  return decoder == JpegDecoder::turbo && sniff_encoding(bytes, n) == Encoding::jpeg &&
+         read_jpeg_header(bytes, n, header) && header.convertible;
+}
+
+// A sampling span along one axis of a reduced, partial decode: full-size
+// pixels [start, start + length) -> the region's coordinates.
+AxisSpan reduced_span(int start, int length, int denom, int origin, int extent) {
+  const double d = denom;
+  const int lo = start / denom - origin;
+  const int hi = (start + length + denom - 1) / denom - 1 - origin;
+  return {start / d - origin, length / d, std::clamp(lo, 0, extent - 1), std::clamp(hi, 0, extent - 1)};
+}
+
+}  // namespace
+
+JpegDecoder jpeg_decoder() {
+  static const JpegDecoder chosen = [] {
+    const char* env = std::getenv("EMBER_JPEG");
+    const std::string v = env ? env : "";
+    if (v.empty()) return jpeg_turbo_built() ? JpegDecoder::turbo : JpegDecoder::stb;
+    if (v == "stb") return JpegDecoder::stb;
+    EMBER_CHECK(v == "turbo", "EMBER_JPEG=", v, ": expected stb or turbo");
+    EMBER_CHECK(jpeg_turbo_built(), "EMBER_JPEG=turbo, but this build has no libjpeg-turbo (built with JPEG=stb)");
+    return JpegDecoder::turbo;
+  }();
+  return chosen;
+}
+
+const char* jpeg_decoder_name(JpegDecoder d) { return d == JpegDecoder::turbo ? "libjpeg-turbo" : "stb_image"; }
+
+void decode_image(const uint8_t* bytes, size_t n, int channels, Image& out, const std::string& what) {
+  decode_image(bytes, n, channels, out, what, jpeg_decoder());
+}
+
+void decode_image(const uint8_t* bytes, size_t n, int channels, Image& out, const std::string& what,
+                  JpegDecoder decoder) {
+  check_decodable(n, channels, what);
+  EMBER_CHECK(decoder == JpegDecoder::stb || jpeg_turbo_built(), what,
+              ": libjpeg-turbo asked for, but this build has none (JPEG=stb)");
+  JpegHeader header;
+  if (!use_turbo(bytes, n, header, decoder)) return decode_stb(bytes, n, channels, out, what);
+  const int want = channels != 0 ? channels : (header.components == 1 ? 1 : 3);
+  int x0, y0, sh, sw;
+  decode_jpeg_turbo(bytes, n, want, JpegRegion{}, out, &x0, &y0, &sh, &sw, what);
+}
+
+ImageInfo probe_image(const uint8_t* bytes, size_t n, const std::string& what) {
+  check_decodable(n, 0, what);
+  ImageInfo info;
+  info.encoding = sniff_encoding(bytes, n);
+  JpegHeader header;
+  if (use_turbo(bytes, n, header)) {
+    info.height = header.height, info.width = header.width;
+  } else {
+    int stored = 0;
+    if (!stbi_info_from_memory(bytes, int(n), &info.width, &info.height, &stored))
+      fail(cat(what, ": not a decodable image (", stb_reason(), ")"));
+  }
+  EMBER_CHECK(info.width > 0 && info.height > 0 && uint64_t(info.width) * uint64_t(info.height) <= (uint64_t(1) << 30),
+              what, ": not a decodable image (", info.width, "x", info.height, " pixels is too large)");
+  return info;
+}
+
+int jpeg_reduction_for(int box_h, int box_w, int out_h, int out_w) {
+  for (int d = 8; d > 1; d /= 2)
+    if (int64_t(box_h) >= int64_t(out_h) * d && int64_t(box_w) >= int64_t(out_w) * d) return d;
+  return 1;
+}
+
+void decode_for_resize(const uint8_t* bytes, size_t n, int channels, const Box& box, int out_h, int out_w,
+                       DecodedRegion& out, const std::string& what) {
+  check_decodable(n, channels, what);
+  EMBER_CHECK(out_h > 0 && out_w > 0, what, ": output size ", out_h, "x", out_w, " must be positive");
+  JpegHeader header;
+  if (!use_turbo(bytes, n, header)) {
+    decode_stb(bytes, n, channels, out.image, what);
+    out.denom = 1, out.x0 = 0, out.y0 = 0;
+    out.scaled_height = out.full_height = out.image.height;
+    out.scaled_width = out.full_width = out.image.width;
+    return;
+  }
+  EMBER_CHECK(box.width > 0 && box.height > 0 && box.x >= 0 && box.y >= 0 && box.x <= header.width - box.width &&
+                  box.y <= header.height - box.height,
+              what, ": crop box (x ", box.x, ", y ", box.y, ", ", box.width, "x", box.height, ") is not inside the ",
+              header.width, "x", header.height, " image");
+  const int d = jpeg_reduction_for(box.height, box.width, out_h, out_w);
+  JpegRegion region;
+  region.denom = d;
+  // One column more on each side: libjpeg's fancy chroma upsampling repeats
+  // the edge sample at a crop's left and right edges, so a cropped decode's
+  // first and last columns differ from the whole image's; those columns now
+  // lie outside the box, and the box's pixels are the whole decode's exactly.
+  region.x0 = std::max(0, box.x / d - 1), region.x1 = (box.x + box.width + d - 1) / d + 1;
+  region.y0 = box.y / d, region.y1 = (box.y + box.height + d - 1) / d;
+  const int want = channels != 0 ? channels : (header.components == 1 ? 1 : 3);
+  decode_jpeg_turbo(bytes, n, want, region, out.image, &out.x0, &out.y0, &out.scaled_height, &out.scaled_width, what);
+  out.denom = d;
+  out.full_height = header.height, out.full_width = header.width;
+}
+
+void resize_region_to_planar(const DecodedRegion& src, const Box& box, int out_h, int out_w, bool flip,
+                             uint8_t* dst) {
+  const Image& img = src.image;
+  check_box(img, Box{0, 0, img.width, img.height}, out_h, out_w, "resize_region_to_planar");
+  EMBER_CHECK(src.denom == 1 || src.denom == 2 || src.denom == 4 || src.denom == 8,
+              "resize_region_to_planar: reduction 1/", src.denom);
+  EMBER_CHECK(box.width > 0 && box.height > 0 && box.x >= 0 && box.y >= 0 &&
+                  (box.x + box.width + src.denom - 1) / src.denom <= src.x0 + img.width && box.x / src.denom >= src.x0 &&
+                  (box.y + box.height + src.denom - 1) / src.denom <= src.y0 + img.height &&
+                  box.y / src.denom >= src.y0,
+              "resize_region_to_planar: box (x ", box.x, ", y ", box.y, ", ", box.width, "x", box.height,
+              ") is not inside the decoded region");
+  const AxisSpan xs = reduced_span(box.x, box.width, src.denom, src.x0, img.width);
+  const AxisSpan ys = reduced_span(box.y, box.height, src.denom, src.y0, img.height);
+  bilinear(img, xs, ys, out_h, out_w, flip, /*planar=*/true, dst);
+}
+
 void resize_to_planar(const Image& src, const Box& box, int out_h, int out_w, bool flip, uint8_t* dst) {
   check_box(src, box, out_h, out_w, "resize_to_planar");
-  bilinear(src, box, out_h, out_w, flip, /*planar=*/true, dst);
+  bilinear(src, whole_pixels(box.x, box.width), whole_pixels(box.y, box.height), out_h, out_w, flip,
+           /*planar=*/true, dst);
+}
+
+std::pair<int, int> short_side_size(int height, int width, int short_side) {
+  // MXNet's im2rec and torchvision: the long side is scaled and truncated.
+  if (height <= width) return {short_side, std::max(1, int(int64_t(width) * short_side / height))};
+  return {std::max(1, int(int64_t(height) * short_side / width)), short_side};
+}
+
+void resize_image(const Image& src, int out_h, int out_w, Image& out) {
+  check_box(src, Box{0, 0, src.width, src.height}, out_h, out_w, "resize_image");
+  EMBER_CHECK(&src != &out, "resize_image: source and output must differ");
+  if (out_h == src.height && out_w == src.width) {
+    out = src;
+    return;
+  }
+  if (out_h <= src.height && out_w <= src.width) {
+    area_resize(src, out_h, out_w, out);
+    return;
+  }
+  out.height = out_h, out.width = out_w, out.channels = src.channels;
+  out.pixels.resize(size_t(out_h) * size_t(out_w) * size_t(src.channels));
+  bilinear(src, whole_pixels(0, src.width), whole_pixels(0, src.height), out_h, out_w, false, /*planar=*/false,
+           out.pixels.data());
 }
 
 void resize_short_side(const Image& src, int short_side, Image& out) {
   check_box(src, Box{0, 0, src.width, src.height}, 1, 1, "resize_short_side");
   EMBER_CHECK(short_side > 0, "resize_short_side: short side ", short_side, " must be positive");
   EMBER_CHECK(&src != &out, "resize_short_side: source and output must differ");
-  // MXNet's im2rec and torchvision: the long side is scaled and truncated.
-  int out_h, out_w;
-  if (src.height <= src.width) {
-    out_h = short_side;
-    out_w = std::max(1, int(int64_t(src.width) * short_side / src.height));
-  } else {
-    out_w = short_side;
-    out_h = std::max(1, int(int64_t(src.height) * short_side / src.width));
-  }
+  const auto [out_h, out_w] = short_side_size(src.height, src.width, short_side);
   if (out_h == src.height && out_w == src.width) {
     out = src;
     return;
@@ -307,13 +464,32 @@ void resize_short_side(const Image& src, int short_side, Image& out) {
   }
   out.height = out_h, out.width = out_w, out.channels = src.channels;
   out.pixels.resize(size_t(out_h) * size_t(out_w) * size_t(src.channels));
-  bilinear(src, Box{0, 0, src.width, src.height}, out_h, out_w, false, /*planar=*/false, out.pixels.data());
+  bilinear(src, whole_pixels(0, src.width), whole_pixels(0, src.height), out_h, out_w, false, /*planar=*/false,
+           out.pixels.data());
 }
+
+namespace {
+// The image without its alpha channel (2 -> 1, 4 -> 3), for libjpeg-turbo.
+Image without_alpha(const Image& img) {
+  Image out;
+  out.height = img.height, out.width = img.width, out.channels = img.channels - 1;
+  const size_t n = size_t(img.height) * size_t(img.width);
+  out.pixels.resize(n * size_t(out.channels));
+  for (size_t i = 0; i < n; ++i)
+    for (int c = 0; c < out.channels; ++c)
+      out.pixels[i * size_t(out.channels) + size_t(c)] = img.pixels[i * size_t(img.channels) + size_t(c)];
+  return out;
+}
+}  // namespace
 
 void encode_jpeg(const Image& img, int quality, std::vector<uint8_t>& out) {
   check_encodable(img, "encode_jpeg");
   EMBER_CHECK(quality >= 1 && quality <= 100, "encode_jpeg: quality ", quality, " is not in 1..100");
   out.clear();
+  if (jpeg_decoder() == JpegDecoder::turbo) {
+    if (img.channels == 2 || img.channels == 4) return encode_jpeg_turbo(without_alpha(img), quality, out);
+    return encode_jpeg_turbo(img, quality, out);
+  }
   if (!stbi_write_jpg_to_func(append_bytes, &out, img.width, img.height, img.channels, img.pixels.data(), quality))
     fail(cat("encode_jpeg: stb_image_write failed on a ", img.width, "x", img.height, "x", img.channels, " image"));
 }

@@ -3,9 +3,14 @@
 // Design:
 //   * opt.threads worker threads live as long as the loader. Each keeps its
 //     own Record and Image buffers, so the per-sample path reuses every
-//     buffer the size of an image (stb_image still mallocs inside the
-//     decoder, and resize_to_planar its small axis tables: reusing those
-//     measured no faster).
+//     buffer the size of an image (the decoders still malloc inside, and
+//     resize_to_planar its small axis tables: reusing those measured no
+//     faster).
+//   * An encoded sample's crop box is drawn from its header's size before
+//     anything is decoded, so a JPEG decodes only what the crop needs, at a
+//     reduced scale where the output is small enough (data/image.h
+//     decode_for_resize); the box and flip are the same draws as on a fully
+//     decoded image, and no decode depends on which thread runs it.
 //   * An epoch is this rank's list of sample positions (epoch_order +
 //     shard_order, cut by drop_last), split into batches of batch_size and
 //     windows of prefetch_batches batches. Within each window the positions
@@ -164,7 +169,8 @@ struct LoaderSlot {
 // A worker's reusable buffers.
 struct WorkerBuffers {
   Record record;
-  Image image, scratch;
+  DecodedRegion region;  // region.image: the decoded (or raw) image
+  Image scratch;
 };
 
 struct ImageLoader::Impl {
@@ -300,10 +306,39 @@ struct ImageLoader::Impl {
     label = rec.label;
   }
 
+  // The sample's crop box on a height x width image and its flip, drawn
+  // from the sample's own stream (validation: the centre crop, no flip).
+  // pad_crop draws its shift in decode_crop_resize instead.
+  void crop_and_flip(int64_t index, int height, int width, Box& box, bool& flip) const {
+    box = Box{0, 0, width, height};
+    flip = false;
+    if (opt.validation) {
+      box = validation_crop_box(height, width, size, val_resize);
+      return;
+    }
+    PhiloxStream rng(opt.seed, sample_stream_id(epoch, index));
+    if (opt.augment == Augment::random_resized_crop)
+      box = random_resized_crop_box(height, width, opt.min_area, opt.max_area, opt.min_ratio, opt.max_ratio, rng);
+    if (opt.flip) flip = (rng.next_u32() >> 31) != 0;
+  }
+
   void decode_crop_resize(int64_t index, uint8_t* dst, WorkerBuffers& buf) const {
     Record& rec = buf.record;
     const int C = opt.channels;
-    Image& img = buf.image;
+    const bool pad_crop = !opt.validation && opt.augment == Augment::pad_crop;
+    if (rec.encoding != Encoding::raw && !pad_crop) {
+      // Encoded images: the box comes from the header's size, then only what
+      // resizing it needs is decoded (with libjpeg-turbo: a reduced scale
+      // and the iMCU rows and columns holding the box; data/image.h).
+      const ImageInfo info = probe_image(rec.payload.data(), rec.payload.size(), "");
+      Box box;
+      bool flip = false;
+      crop_and_flip(index, info.height, info.width, box, flip);
+      decode_for_resize(rec.payload.data(), rec.payload.size(), C, box, size, size, buf.region, "");
+      resize_region_to_planar(buf.region, box, size, size, flip, dst);
+      return;
+    }
+    Image& img = buf.region.image;
     if (rec.encoding == Encoding::raw) {
       const uint64_t h = rec.height, w = rec.width, c = rec.channels;
       EMBER_CHECK(h > 0 && w > 0 && c >= 1 && c <= 4 && h * w <= (uint64_t(1) << 30) && rec.payload.size() == h * w * c,
@@ -318,26 +353,20 @@ struct ImageLoader::Impl {
       decode_image(rec.payload.data(), rec.payload.size(), C, img, "");
     }
 
-    Box box{0, 0, img.width, img.height};
+    Box box;
     bool flip = false;
     const Image* src = &img;
-    if (opt.validation) {
-      box = validation_crop_box(img.height, img.width, size, val_resize);
-    } else {
+    if (pad_crop) {
       PhiloxStream rng(opt.seed, sample_stream_id(epoch, index));
-      if (opt.augment == Augment::pad_crop) {
-        const AugmentParams p = draw_augment(rng, opt.pad, opt.flip);
-        flip = p.flip;
-        if (p.dx != 0 || p.dy != 0) {
-          padded_window(img, p.dy, p.dx, buf.scratch);
-          src = &buf.scratch;
-        }
-      } else {
-        if (opt.augment == Augment::random_resized_crop)
-          box = random_resized_crop_box(img.height, img.width, opt.min_area, opt.max_area, opt.min_ratio, opt.max_ratio,
-                                        rng);
-        if (opt.flip) flip = (rng.next_u32() >> 31) != 0;
+      const AugmentParams p = draw_augment(rng, opt.pad, opt.flip);
+      flip = p.flip;
+      box = Box{0, 0, img.width, img.height};
+      if (p.dx != 0 || p.dy != 0) {
+        padded_window(img, p.dy, p.dx, buf.scratch);
+        src = &buf.scratch;
       }
+    } else {
+      crop_and_flip(index, img.height, img.width, box, flip);
     }
     resize_to_planar(*src, box, size, size, flip, dst);
   }

@@ -14,6 +14,8 @@
 #include <mutex>
 #include <numeric>
 #include <thread>
+#include <tuple>
+#include <utility>
 
 #include "data/image.h"
 #include "data/record_file.h"
@@ -265,16 +267,29 @@ PackReport pack(const std::vector<SourceItem>& items, const std::vector<std::str
     try {
       std::vector<uint8_t> bytes = read_file(item.path);
       r.source_bytes = bytes.size();
-      Image img;
-      decode_image(bytes.data(), bytes.size(), o.pass_through ? 0 : o.channels, img, item.path);
+      // Decode only as many pixels as the output needs: a pass-through check
+      // at 1/8 scale (libjpeg-turbo still entropy-decodes every block, so
+      // corrupt data is found), a resize at the largest DCT reduction that
+      // keeps at least the output size (data/image.h decode_for_resize).
+      const ImageInfo info = probe_image(bytes.data(), bytes.size(), item.path);
+      const Box whole{0, 0, info.width, info.height};
+      int out_h = 1, out_w = 1;
+      if (!o.pass_through)
+        std::tie(out_h, out_w) = o.resize > 0 ? short_side_size(info.height, info.width, o.resize)
+                                              : std::pair<int, int>(info.height, info.width);
+      DecodedRegion decoded;
+      decode_for_resize(bytes.data(), bytes.size(), o.pass_through ? 0 : o.channels, whole, out_h, out_w, decoded,
+                        item.path);
+      Image img = std::move(decoded.image);
       if (o.pass_through) {
         r.encoding = sniff_encoding(bytes.data(), bytes.size());
         r.payload = std::move(bytes);
+        img.height = info.height, img.width = info.width;  // the stored image's size, not the check's
       } else {
         Image resized;
         const Image* cur = &img;
-        if (o.resize > 0) {
-          resize_short_side(img, o.resize, resized);
+        if (img.height != out_h || img.width != out_w) {
+          resize_image(img, out_h, out_w, resized);
           cur = &resized;
         }
         switch (o.encoding) {

@@ -27,9 +27,11 @@
 #include "data/batch_iterator.h"
 #include "data/image.h"
 #include "data/image_loader.h"
+#include "data/jpeg_turbo.h"
 #include "data/record_file.h"
 #include "engine/error.h"
 #include "engine/rng.h"
+#include "tests/photo_like.h"
 #include "tests/test_helpers.h"
 
 using namespace ember;
@@ -137,16 +139,31 @@ EpochOutput run_epoch(ImageLoader& loader, int epoch) {
   return out;
 }
 
+// The C x S x S planes of `box` of a sample, resized as the loader does: a
+// JPEG through decode_for_resize (a reduced, partial decode with
+// libjpeg-turbo; tests/test_jpeg_decode.cpp checks that path against the
+// full-size one), anything else from its decoded image.
+Bytes expected_box(const Sample& s, const Box& box, int S, bool flip) {
+  Bytes out(size_t(s.image.channels) * size_t(S) * size_t(S));
+  if (s.encoding == Encoding::jpeg) {
+    DecodedRegion region;
+    decode_for_resize(s.payload.data(), s.payload.size(), s.image.channels, box, S, S, region, "test jpeg");
+    resize_region_to_planar(region, box, S, S, flip, out.data());
+  } else {
+    resize_to_planar(s.image, box, S, S, flip, out.data());
+  }
+  return out;
+}
+
 // The C x S x S planes the loader should produce for a training sample.
-Bytes expected_train(const Image& img, const LoaderOptions& o, int epoch, int64_t index, int S) {
+Bytes expected_train(const Sample& s, const LoaderOptions& o, int epoch, int64_t index, int S) {
+  const Image& img = s.image;
   PhiloxStream rng(o.seed, sample_stream_id(epoch, index));
   Box box{0, 0, img.width, img.height};
   if (o.augment == Augment::random_resized_crop)
     box = random_resized_crop_box(img.height, img.width, o.min_area, o.max_area, o.min_ratio, o.max_ratio, rng);
   const bool flip = o.flip && (rng.next_u32() >> 31) != 0;
-  Bytes out(size_t(img.channels) * size_t(S) * size_t(S));
-  resize_to_planar(img, box, S, S, flip, out.data());
-  return out;
+  return expected_box(s, box, S, flip);
 }
 
 // HWC -> CHW.
@@ -360,8 +377,7 @@ TEST_CASE("validation batches equal a direct resize of the centre box") {
       CHECK(e.labels[k][j] == kLabelBase + index);
       const Image& img = samples[size_t(index)].image;
       const Box box = validation_crop_box(img.height, img.width, 16, validation_resize(16, 0));
-      Bytes want(3 * 16 * 16);
-      resize_to_planar(img, box, 16, 16, false, want.data());
+      const Bytes want = expected_box(samples[size_t(index)], box, 16, false);
       CHECK_MESSAGE(sample_bytes(e, k, int64_t(j)) == want, "sample ", index);
     }
   }
@@ -402,7 +418,7 @@ TEST_CASE("training batches match a direct crop and are the same for any threads
     for (size_t j = 0; j < e.labels[k].size(); ++j) {
       const int64_t index = order[k * 5 + j];
       CHECK(e.labels[k][j] == kLabelBase + index);
-      const Bytes want = expected_train(samples[size_t(index)].image, o, 2, index, 12);
+      const Bytes want = expected_train(samples[size_t(index)], o, 2, index, 12);
       CHECK_MESSAGE(sample_bytes(e, k, int64_t(j)) == want, "sample ", index);
       PhiloxStream rng(42, sample_stream_id(2, index));
       const Image& img = samples[size_t(index)].image;
@@ -411,6 +427,58 @@ TEST_CASE("training batches match a direct crop and are the same for any threads
     }
   CHECK(flips > 0);  // both flip outcomes occurred
   CHECK(flips < 23);
+}
+
+TEST_CASE("JPEG photos: batches are the same for any threads, each sample its box's reduced decode") {
+  // Photo-like JPEGs big enough that crops decode at 1/1, 1/2 and 1/4 and
+  // skip rows and columns (with libjpeg-turbo).
+  TempDir dir;
+  std::vector<Sample> samples;
+  for (int i = 0; i < 14; ++i) {
+    const int h = 90 + (i % 3) * 37, w = 120 - (i % 4) * 13;
+    Sample s{ember::testing::photo_like_image(h, w, 3, uint64_t(i)), Encoding::jpeg, {}};
+    encode_jpeg(s.image, 90, s.payload);
+    decode_image(s.payload.data(), s.payload.size(), 3, s.image, "test jpeg");
+    samples.push_back(std::move(s));
+  }
+  write_records(dir.file("photos.erec"), samples);
+  RecordDataset data(dir.file("photos.erec"));
+  LoaderOptions o;
+  o.batch_size = 4;
+  o.seed = 9;
+  o.output_size = 20;
+  std::vector<EpochOutput> outs;
+  for (int threads : {1, 3}) {
+    o.threads = threads;
+    ImageLoader loader(data, o);
+    outs.push_back(run_epoch(loader, 1));
+  }
+  CHECK(outs[1].images == outs[0].images);
+  const std::vector<int64_t> order = epoch_order(14, true, 9, 1);
+  std::set<int> reductions;
+  for (size_t k = 0; k < outs[0].labels.size(); ++k)
+    for (size_t j = 0; j < outs[0].labels[k].size(); ++j) {
+      const int64_t index = order[k * 4 + j];
+      CHECK_MESSAGE(sample_bytes(outs[0], k, int64_t(j)) == expected_train(samples[size_t(index)], o, 1, index, 20),
+                    "sample ", index);
+      PhiloxStream rng(9, sample_stream_id(1, index));
+      const Image& img = samples[size_t(index)].image;
+      const Box box = random_resized_crop_box(img.height, img.width, o.min_area, o.max_area, o.min_ratio,
+                                              o.max_ratio, rng);
+      reductions.insert(jpeg_turbo_built() ? jpeg_reduction_for(box.height, box.width, 20, 20) : 1);
+    }
+  if (jpeg_turbo_built()) CHECK(reductions.size() >= 2);  // several scales were exercised
+  // Validation: the centre box, decoded reduced where the resize allows.
+  o.validation = true;
+  o.val_resize = 24;
+  ImageLoader val(data, o);
+  const EpochOutput v = run_epoch(val, 0);
+  for (size_t k = 0; k < v.labels.size(); ++k)
+    for (size_t j = 0; j < v.labels[k].size(); ++j) {
+      const Sample& s = samples[k * 4 + j];
+      const Box box = validation_crop_box(s.image.height, s.image.width, 20, 24);
+      CHECK(sample_bytes(v, k, int64_t(j)) == expected_box(s, box, 20, false));
+    }
 }
 
 TEST_CASE("sharding: ranks split each epoch, padded to equal batch counts") {
