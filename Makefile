@@ -6,8 +6,9 @@
 #   make test         install missing Debian packages, build, run every suite:
 #                     CPU + GPU tests (GPU ones skip without a device), the CUDA
 #                     kernels on the emulator, again with CUDASIM_SCHEDULE=reverse,
-#                     and under AddressSanitizer + UBSan (the emulator suite and the
-#                     data suite: record files, images, im2rec, the loader)
+#                     the whole CPU suite and the emulator suite under
+#                     AddressSanitizer + UBSan, the threaded loader and packer
+#                     tests under ThreadSanitizer
 #   make train        install missing packages, build, train ResNet-20 on Fashion-MNIST
 #   make deps         only install what is missing (apt-get, needs root)
 #   make torch-deps   also Debian's PyTorch + torchvision (the optional
@@ -66,8 +67,10 @@ else
   OPT    := -O3 -march=$(ARCH) -g1
 endif
 ifeq ($(SANITIZE),1)
-  OPT    += -fsanitize=address,undefined -fno-omit-frame-pointer
-  LDSAN  := -fsanitize=address,undefined
+  # Any UBSan report stops the program (by default UBSan prints and goes on,
+  # and a test run would pass with undefined behaviour in it).
+  OPT    += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+  LDSAN  := -fsanitize=address,undefined -fno-sanitize-recover=all
 endif
 CPPFLAGS := -I. -MMD -MP
 CXXFLAGS := -std=c++20 $(OPT) -fopenmp $(WARN)
@@ -114,8 +117,8 @@ APP_MAINS := $(wildcard apps/*.cpp)
 APPS      := $(patsubst apps/%.cpp,$(BUILD)/%,$(APP_MAINS))
 TEST_SRC  := $(wildcard tests/*.cpp)
 TEST_CUDA_SRC := $(wildcard tests/cuda/*.cpp)
-# The data and communication suites alone, for the sanitizer run (record
-# files and bytes from the network are untrusted input).
+# The data and communication suites alone (a quick sanitizer run of the
+# parsers of untrusted input: make BUILD=build-asan SANITIZE=1 CUDA=0 build-asan/test_data).
 TEST_DATA_SRC := tests/test_main.cpp tests/kernel_coverage.cpp tests/test_records.cpp tests/test_image.cpp \
                  tests/test_im2rec.cpp tests/test_image_loader.cpp tests/test_comm.cpp
 TEST_SIM_SRC  := tests/test_main.cpp tests/kernel_coverage.cpp tests/op_harness.cpp tests/test_ops.cpp \
@@ -224,15 +227,29 @@ $(BUILD)/test_data: $(call obj,$(TEST_DATA_SRC)) $(CORE_LIB)
 $(BUILD)/bench_cudasim: $(call simobj,cuda/sim/tools/bench_cudasim.cpp) $(SIM_LIB) $(CORE_LIB)
 	$(CXX) $(LDFLAGS) $^ $(LDLIBS) -ldl -o $@
 
-# The sanitizer build of the emulator suite lives in its own tree.
+# The sanitizer builds live in their own trees: AddressSanitizer + UBSan
+# (the whole CPU suite, its programs and the emulator suite; CUDA off), and
+# ThreadSanitizer for the threaded loader and packer tests (data/ and engine/
+# instrumented, the rest of libember.a plain: it starts no threads there).
 ASAN_BUILD := $(BUILD)-asan
+TSAN_BUILD := $(BUILD)-tsan
 NPROC := $(shell nproc 2>/dev/null || echo 2)
+TSAN_SRC := $(wildcard engine/*.cpp data/*.cpp) tests/test_main.cpp tests/kernel_coverage.cpp \
+            tests/test_image_loader.cpp tests/test_im2rec.cpp
+TSAN_OBJ := $(patsubst %,$(TSAN_BUILD)/obj/%.o,$(TSAN_SRC))
+$(TSAN_BUILD)/obj/%.cpp.o: %.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(CPPFLAGS) -std=c++20 -O1 -g -fsanitize=thread -fopenmp $(WARN) -c $< -o $@
+$(TSAN_BUILD)/test_loader: $(TSAN_OBJ) $(CORE_LIB)
+	$(CXX) -fsanitize=thread -fopenmp $^ $(LDLIBS) -o $@
+
 test: deps
-	@$(MAKE) --no-print-directory -j$(NPROC) all
+	@$(MAKE) --no-print-directory -j$(NPROC) all $(TSAN_BUILD)/test_loader
 	@$(MAKE) --no-print-directory -j$(NPROC) BUILD=$(ASAN_BUILD) SANITIZE=1 CUDA=0 \
-	  $(ASAN_BUILD)/test_data $(if $(filter 1,$(SIM)),$(ASAN_BUILD)/test_sim)
+	  $(ASAN_BUILD)/test_ember $(patsubst $(BUILD)/%,$(ASAN_BUILD)/%,$(APPS)) $(if $(filter 1,$(SIM)),$(ASAN_BUILD)/test_sim)
 	@bash tests/run_tests.sh $(TEST_BIN) $(if $(filter 1,$(SIM)),$(BUILD)/test_sim \
-	  "CUDASIM_SCHEDULE=reverse $(BUILD)/test_sim" $(ASAN_BUILD)/test_sim) $(ASAN_BUILD)/test_data
+	  "CUDASIM_SCHEDULE=reverse $(BUILD)/test_sim" $(ASAN_BUILD)/test_sim) $(ASAN_BUILD)/test_ember \
+	  $(TSAN_BUILD)/test_loader
 
 # Train ResNet-20 on Fashion-MNIST with the defaults of train_resnet,
 # checkpointing every epoch under build/checkpoints/.
@@ -243,6 +260,6 @@ train: deps
 	  --model-prefix $(BUILD)/checkpoints/resnet20-fashion-mnist $(TRAIN_ARGS)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
 
--include $(shell find $(BUILD)/obj $(BUILD)/obj-sim -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/obj-sim $(TSAN_BUILD)/obj -name '*.d' 2>/dev/null)
