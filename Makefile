@@ -234,3 +234,6 @@ clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)
 
 -include $(shell find $(BUILD)/obj $(BUILD)/obj-sim -name '*.d' 2>/dev/null)
+
+# libFuzzer targets of the parsers (make fuzz, make fuzz-ci).
+include tests/fuzz/fuzz.mk
