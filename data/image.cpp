@@ -32,9 +32,34 @@ namespace {
 constexpr int kWeightBits = 11;
 constexpr int kOne = 1 << kWeightBits;  // 2048
 
-const char* stb_reason() {
+// stb_image's reason for the last failure, made printable: some reasons
+// quote input bytes (an unknown PNG chunk's type), which could break the
+// one-line message with a newline or a control character.
+std::string stb_reason() {
   const char* r = stbi_failure_reason();
-  return r ? r : "unknown reason";
+  std::string s = r ? r : "unknown reason";
+  for (char& c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+  return s;
+}
+
+// stb_image reserves a PNG chunk's declared length before it reads the
+// chunk, so a few bytes declaring a 2 GB IDAT made it allocate 2 GB before
+// failing. Every chunk up to IEND must lie inside the data: checked first.
+void check_png_chunks(const uint8_t* b, size_t n, const std::string& what) {
+  size_t pos = 8;  // after the signature
+  while (n - pos >= 8) {
+    const uint32_t length = uint32_t(b[pos]) << 24 | uint32_t(b[pos + 1]) << 16 | uint32_t(b[pos + 2]) << 8 | b[pos + 3];
+    if (std::memcmp(b + pos + 4, "IEND", 4) == 0) return;
+    if (length > n - pos - 8) {
+      char type[5] = {};
+      for (int k = 0; k < 4; ++k) type[k] = b[pos + 4 + k] >= 0x20 && b[pos + 4 + k] < 0x7f ? char(b[pos + 4 + k]) : '?';
+      fail(cat(what, ": not a decodable image (PNG chunk '", type, "' at byte ", pos, " declares ", length,
+               " bytes, past the end of the ", n, " bytes)"));
+    }
+    pos += size_t(length) + 12;
+    if (pos > n) return;  // a missing final CRC: stb_image decides
+  }
 }
 
 // ------------------------------------------------------------ bilinear axes
@@ -264,6 +289,7 @@ void decode_image(const uint8_t* bytes, size_t n, int channels, Image& out, cons
               " channels (1 or 3)");
   EMBER_CHECK(n > 0, what, ": not a decodable image (empty)");
   EMBER_CHECK(n <= size_t(INT_MAX), what, ": not a decodable image (", n, " bytes is too large)");
+  if (sniff_encoding(bytes, n) == Encoding::png) check_png_chunks(bytes, n, what);
   int w = 0, h = 0, stored = 0;
   if (!stbi_info_from_memory(bytes, int(n), &w, &h, &stored))
     fail(cat(what, ": not a decodable image (", stb_reason(), ")"));
