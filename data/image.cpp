@@ -296,6 +296,18 @@ void decode_image(const uint8_t* bytes, size_t n, int channels, Image& out, cons
   const int want = channels != 0 ? channels : (stored <= 2 ? 1 : 3);
   EMBER_CHECK(w > 0 && h > 0 && uint64_t(w) * uint64_t(h) <= (uint64_t(1) << 30), what,
               ": not a decodable image (", w, "x", h, " pixels is too large)");
+  // stb_image decodes missing data as zeros, so a 700-byte JPEG header
+  // declaring 65518x760 made it decode 50 Mpixels (seconds, 150 MB). No valid
+  // file holds more pixels per byte than its coding allows: a JPEG needs at
+  // least one bit per 8x8 block (<= 512 pixels a byte), a GIF's LZW codes
+  // <= 4096 pixels per 12 bits, BMP/TGA/PNM RLE less. PNG is exempt: stb
+  // checks its inflated size against the dimensions before decoding.
+  const Encoding enc = sniff_encoding(bytes, n);
+  if (enc != Encoding::png) {
+    const uint64_t per_byte = enc == Encoding::jpeg ? 1024 : 4096;
+    EMBER_CHECK(uint64_t(w) * uint64_t(h) <= std::max<uint64_t>(uint64_t(n) * per_byte, 4096), what,
+                ": not a decodable image (", w, "x", h, " pixels cannot be coded in ", n, " bytes)");
+  }
   int w2 = 0, h2 = 0, c2 = 0;
   stbi_uc* p = stbi_load_from_memory(bytes, int(n), &w2, &h2, &c2, want);
   if (!p) fail(cat(what, ": not a decodable image (", stb_reason(), ")"));

@@ -182,6 +182,22 @@ TEST_CASE("image: PNG chunks that lie about their length, and chunk names in mes
   CHECK_MESSAGE(std::none_of(msg.begin(), msg.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; }), msg);
 }
 
+// Found by tests/fuzz/fuzz_jpeg, fuzz_png and fuzz_mxnet_recordio (regress-* inputs).
+TEST_CASE("image: a header declaring more pixels than the bytes can code is refused") {
+  Bytes jpeg;
+  encode_jpeg(smooth_image(8, 8, 3, 1), 90, jpeg);
+  size_t sof = 2;
+  while (sof + 9 < jpeg.size() && !(jpeg[sof] == 0xFF && jpeg[sof + 1] == 0xC0)) ++sof;
+  REQUIRE(sof + 9 < jpeg.size());
+  Bytes big = jpeg;  // 760 x 65518 in a few hundred bytes: stb_image decoded 50 Mpixels of zeros
+  big[sof + 5] = 0x02, big[sof + 6] = 0xF8, big[sof + 7] = 0xFF, big[sof + 8] = 0xEE;
+  Image out;
+  const std::string msg = error_of([&] { decode_image(big.data(), big.size(), 3, out, "big.jpg"); });
+  CHECK_MESSAGE(starts_with(msg, "big.jpg: not a decodable image (65518x760 pixels cannot be coded in "), msg);
+  decode_image(jpeg.data(), jpeg.size(), 3, out, "ok.jpg");  // the real one still decodes
+  CHECK(out.width == 8);
+}
+
 TEST_CASE("image: PNG round trip is exact, 1 and 3 channels") {
   for (int c : {1, 3}) {
     INFO("channels ", c);
