@@ -56,7 +56,7 @@ fuzz-deps:
 	@$(MAKE) --no-print-directory deps DEPS_PACKAGES="$(FUZZ_PACKAGES)"
 
 fuzz-build: fuzz-check
-	@$(MAKE) --no-print-directory -j$(NPROC) $(FUZZ_BINS)
+	@$(MAKE) --no-print-directory $(if $(findstring j,$(MAKEFLAGS)),,-j$(NPROC)) $(FUZZ_BINS)
 
 fuzz: fuzz-build
 	@bash tests/fuzz/run_fuzz.sh --build $(FUZZ_BUILD) --seconds $(FUZZ_SECONDS) --jobs $(FUZZ_JOBS) $(FUZZ_TARGETS)
