@@ -263,3 +263,6 @@ clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
 
 -include $(shell find $(BUILD)/obj $(BUILD)/obj-sim $(TSAN_BUILD)/obj -name '*.d' 2>/dev/null)
+
+# libFuzzer targets of the parsers (make fuzz, make fuzz-ci).
+include tests/fuzz/fuzz.mk

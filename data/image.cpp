@@ -36,9 +36,34 @@ namespace {
 constexpr int kWeightBits = 11;
 constexpr int kOne = 1 << kWeightBits;  // 2048
 
-const char* stb_reason() {
+// stb_image's reason for the last failure, made printable: some reasons
+// quote input bytes (an unknown PNG chunk's type), which could break the
+// one-line message with a newline or a control character.
+std::string stb_reason() {
   const char* r = stbi_failure_reason();
-  return r ? r : "unknown reason";
+  std::string s = r ? r : "unknown reason";
+  for (char& c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+  return s;
+}
+
+// stb_image reserves a PNG chunk's declared length before it reads the
+// chunk, so a few bytes declaring a 2 GB IDAT made it allocate 2 GB before
+// failing. Every chunk up to IEND must lie inside the data: checked first.
+void check_png_chunks(const uint8_t* b, size_t n, const std::string& what) {
+  size_t pos = 8;  // after the signature
+  while (n - pos >= 8) {
+    const uint32_t length = uint32_t(b[pos]) << 24 | uint32_t(b[pos + 1]) << 16 | uint32_t(b[pos + 2]) << 8 | b[pos + 3];
+    if (std::memcmp(b + pos + 4, "IEND", 4) == 0) return;
+    if (length > n - pos - 8) {
+      char type[5] = {};
+      for (int k = 0; k < 4; ++k) type[k] = b[pos + 4 + k] >= 0x20 && b[pos + 4 + k] < 0x7f ? char(b[pos + 4 + k]) : '?';
+      fail(cat(what, ": not a decodable image (PNG chunk '", type, "' at byte ", pos, " declares ", length,
+               " bytes, past the end of the ", n, " bytes)"));
+    }
+    pos += size_t(length) + 12;
+    if (pos > n) return;  // a missing final CRC: stb_image decides
+  }
 }
 
 // ------------------------------------------------------------ bilinear axes
@@ -275,15 +300,31 @@ Encoding sniff_encoding(const uint8_t* bytes, size_t n) {
 
 namespace {
 
+// No valid file holds more pixels per byte than its coding allows: a JPEG
+// needs at least one bit per 8x8 block (<= 512 pixels a byte), a GIF's LZW
+// codes <= 4096 pixels per 12 bits, BMP/TGA/PNM RLE less. stb_image decodes
+// missing data as zeros, so a 700-byte JPEG header declaring 65518x760 made
+// it decode 50 Mpixels (seconds, 150 MB); libjpeg-turbo stops at the end of
+// the data, but the check costs nothing there either. PNG is exempt: stb
+// checks its inflated size against the dimensions before decoding.
+void check_pixels_per_byte(uint64_t w, uint64_t h, size_t n, Encoding enc, const std::string& what) {
+  if (enc == Encoding::png) return;
+  const uint64_t per_byte = enc == Encoding::jpeg ? 1024 : 4096;
+  EMBER_CHECK(w * h <= std::max<uint64_t>(uint64_t(n) * per_byte, 4096), what, ": not a decodable image (", w, "x", h,
+              " pixels cannot be coded in ", n, " bytes)");
+}
+
 // stb_image's decode of any format it knows (JPEG too: JPEG=stb builds,
 // EMBER_JPEG=stb, and CMYK JPEGs, which libjpeg-turbo does not convert).
 void decode_stb(const uint8_t* bytes, size_t n, int channels, Image& out, const std::string& what) {
+  if (sniff_encoding(bytes, n) == Encoding::png) check_png_chunks(bytes, n, what);
   int w = 0, h = 0, stored = 0;
   if (!stbi_info_from_memory(bytes, int(n), &w, &h, &stored))
     fail(cat(what, ": not a decodable image (", stb_reason(), ")"));
   const int want = channels != 0 ? channels : (stored <= 2 ? 1 : 3);
   EMBER_CHECK(w > 0 && h > 0 && uint64_t(w) * uint64_t(h) <= (uint64_t(1) << 30), what,
               ": not a decodable image (", w, "x", h, " pixels is too large)");
+  check_pixels_per_byte(uint64_t(w), uint64_t(h), n, sniff_encoding(bytes, n), what);
   int w2 = 0, h2 = 0, c2 = 0;
   stbi_uc* p = stbi_load_from_memory(bytes, int(n), &w2, &h2, &c2, want);
   if (!p) fail(cat(what, ": not a decodable image (", stb_reason(), ")"));
@@ -344,6 +385,7 @@ void decode_image(const uint8_t* bytes, size_t n, int channels, Image& out, cons
               ": libjpeg-turbo asked for, but this build has none (JPEG=stb)");
   JpegHeader header;
   if (!use_turbo(bytes, n, header, decoder)) return decode_stb(bytes, n, channels, out, what);
+  check_pixels_per_byte(uint64_t(header.width), uint64_t(header.height), n, Encoding::jpeg, what);
   const int want = channels != 0 ? channels : (header.components == 1 ? 1 : 3);
   int x0, y0, sh, sw;
   decode_jpeg_turbo(bytes, n, want, JpegRegion{}, out, &x0, &y0, &sh, &sw, what);
@@ -363,6 +405,7 @@ ImageInfo probe_image(const uint8_t* bytes, size_t n, const std::string& what) {
   }
   EMBER_CHECK(info.width > 0 && info.height > 0 && uint64_t(info.width) * uint64_t(info.height) <= (uint64_t(1) << 30),
               what, ": not a decodable image (", info.width, "x", info.height, " pixels is too large)");
+  check_pixels_per_byte(uint64_t(info.width), uint64_t(info.height), n, info.encoding, what);
   return info;
 }
 
@@ -388,6 +431,7 @@ void decode_for_resize(const uint8_t* bytes, size_t n, int channels, const Box& 
                   box.y <= header.height - box.height,
               what, ": crop box (x ", box.x, ", y ", box.y, ", ", box.width, "x", box.height, ") is not inside the ",
               header.width, "x", header.height, " image");
+  check_pixels_per_byte(uint64_t(header.width), uint64_t(header.height), n, Encoding::jpeg, what);
   const int d = jpeg_reduction_for(box.height, box.width, out_h, out_w);
   JpegRegion region;
   region.denom = d;

@@ -159,6 +159,45 @@ TEST_CASE("image: decode errors name the image") {
   CHECK(out.width == 40);
 }
 
+// Found by tests/fuzz/fuzz_png (regression inputs in tests/fuzz/corpus/fuzz_png/regress-*).
+TEST_CASE("image: PNG chunks that lie about their length, and chunk names in messages") {
+  Bytes png;
+  encode_png(smooth_image(4, 5, 3, 1), png);
+  const size_t idat = std::search(png.begin(), png.end(), std::begin("IDAT"), std::begin("IDAT") + 4) - png.begin() - 4;
+  REQUIRE(idat > 8);
+  Image out;
+  // An IDAT declaring ~2 GB in a 100-byte file: stb_image reserved that much
+  // before finding the bytes missing; now refused up front.
+  Bytes lying = png;
+  lying[idat] = 0x7f, lying[idat + 1] = 0xff, lying[idat + 2] = 0xff, lying[idat + 3] = 0x00;
+  std::string msg = error_of([&] { decode_image(lying.data(), lying.size(), 3, out, "lying.png"); });
+  CHECK_MESSAGE(starts_with(msg, "lying.png: not a decodable image (PNG chunk 'IDAT' at byte "), msg);
+  CHECK_MESSAGE(msg.find("declares 2147483392 bytes, past the end of the") != std::string::npos, msg);
+  // An unknown critical chunk whose name holds a newline: stb_image quotes the
+  // name in its reason; the message stays one printable line.
+  Bytes named = png;
+  named[idat + 4] = '\n', named[idat + 5] = 'D', named[idat + 6] = '\r', named[idat + 7] = 'T';
+  msg = error_of([&] { decode_image(named.data(), named.size(), 3, out, "named.png"); });
+  CHECK_MESSAGE(starts_with(msg, "named.png: not a decodable image ("), msg);
+  CHECK_MESSAGE(std::none_of(msg.begin(), msg.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; }), msg);
+}
+
+// Found by tests/fuzz/fuzz_jpeg, fuzz_png and fuzz_mxnet_recordio (regress-* inputs).
+TEST_CASE("image: a header declaring more pixels than the bytes can code is refused") {
+  Bytes jpeg;
+  encode_jpeg(smooth_image(8, 8, 3, 1), 90, jpeg);
+  size_t sof = 2;
+  while (sof + 9 < jpeg.size() && !(jpeg[sof] == 0xFF && jpeg[sof + 1] == 0xC0)) ++sof;
+  REQUIRE(sof + 9 < jpeg.size());
+  Bytes big = jpeg;  // 760 x 65518 in a few hundred bytes: stb_image decoded 50 Mpixels of zeros
+  big[sof + 5] = 0x02, big[sof + 6] = 0xF8, big[sof + 7] = 0xFF, big[sof + 8] = 0xEE;
+  Image out;
+  const std::string msg = error_of([&] { decode_image(big.data(), big.size(), 3, out, "big.jpg"); });
+  CHECK_MESSAGE(starts_with(msg, "big.jpg: not a decodable image (65518x760 pixels cannot be coded in "), msg);
+  decode_image(jpeg.data(), jpeg.size(), 3, out, "ok.jpg");  // the real one still decodes
+  CHECK(out.width == 8);
+}
+
 TEST_CASE("image: PNG round trip is exact, 1 and 3 channels") {
   for (int c : {1, 3}) {
     INFO("channels ", c);
