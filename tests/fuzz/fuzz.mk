@@ -24,6 +24,8 @@ FUZZ_JOBS    ?= 2
 # (libclang-rt-14-dev) and the OpenMP runtime clang's -fopenmp links (libomp-14-dev).
 FUZZ_PACKAGES := clang-14 libclang-rt-14-dev libomp-14-dev
 
+# The build's codec choice (JPEG=turbo: the fuzzed decode is libjpeg-turbo's path).
+FUZZ_DEFS     := $(filter -DEMBER_JPEG_TURBO=1,$(CPPFLAGS))
 FUZZ_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CXXFLAGS := -std=c++20 -O1 -g -fopenmp -Wall -Wextra -Wno-pass-failed $(FUZZ_SAN)
 # What the targets link: the parsers and the engine under them, compiled by
@@ -66,7 +68,7 @@ fuzz-ci: fuzz-build
 
 $(FUZZ_BUILD)/obj/%.cpp.o: %.cpp
 	@mkdir -p $(dir $@)
-	$(FUZZ_CXX) -I. -MMD -MP $(FUZZ_CXXFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+	$(FUZZ_CXX) -I. -MMD -MP $(FUZZ_DEFS) $(FUZZ_CXXFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 
 $(FUZZ_LIB): $(call fuzzobj,$(FUZZ_LIB_SRC)) $(call obj,$(FUZZ_PLAIN_SRC))
 	@rm -f $@
