@@ -1,8 +1,8 @@
 // tests/test_main.cpp — main of the doctest binaries (build/test_ember, build/test_sim, build/test_data).
 //
 // Before running doctest (see `--help` for filters such as -tc=), marks the
-// test cases whose tests/skip.h requirement this machine or build does not
-// meet as skipped, and prints each reason with its count. With
+// selected test cases whose tests/skip.h requirement this machine or build
+// does not meet as skipped, and prints each reason with its count. With
 // EMBER_TEST_RESULTS=path set, a listener appends to that file one line per
 // test case: `running<TAB>name` when it starts, then `passed<TAB>name` or
 // `failed<TAB>name` when it ends, or `skipped<TAB>name<TAB>reason` for a test
@@ -24,6 +24,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "tests/kernel_coverage.h"
 #include "tests/skip.h"
@@ -47,12 +48,30 @@ std::map<const doctest::TestCaseData*, std::string>& skip_reasons() {
   return reasons;
 }
 
-// Evaluates every tests/skip.h requirement (each predicate once) and sets
-// doctest's skip flag on the test cases that miss one; prints the reasons.
+// True when the command line's filters (-sf, -sfe, -ts, -tse, -tc, -tce)
+// select this test case: doctest's own test, through its internals (this is
+// the file that holds doctest's implementation).
+bool selected(const doctest::detail::TestCase& tc) {
+  const doctest::detail::ContextState* cs = doctest::detail::g_cs;
+  if (!cs) return true;
+  const auto& f = cs->filters;
+  auto in = [cs](const char* s, const std::vector<doctest::String>& filters, bool match_empty) {
+    return doctest::matchesAny(s, filters, match_empty, cs->case_sensitive);
+  };
+  const char* file = tc.m_file.c_str();
+  return in(file, f[0], true) && !in(file, f[1], false) && in(tc.m_test_suite, f[2], true) &&
+         !in(tc.m_test_suite, f[3], false) && in(tc.m_name, f[4], true) && !in(tc.m_name, f[5], false);
+}
+
+// Evaluates the tests/skip.h requirements of the selected test cases (each
+// predicate once, only if a selected test case has it: some probe for
+// programs) and sets doctest's skip flag on the test cases that miss one;
+// prints the reasons.
 void apply_requirements() {
   std::map<bool (*)(), bool> met;
   std::map<std::string, int> count;
   for (const auto& tc : doctest::detail::getRegisteredTests()) {
+    if (!selected(tc)) continue;
     for (const auto& need : ember::testing::registered_needs()) {
       if (need.line != tc.m_line || need.file != tc.m_file.c_str()) continue;
       auto it = met.find(need.what.met);
@@ -93,8 +112,9 @@ class ResultsListener final : public doctest::IReporter {
   void log_message(const doctest::MessageData&) override {}
   void test_case_skipped(const doctest::TestCaseData& tc) override {
     // doctest also calls this for the test cases a filter (-tc=...) leaves
-    // out; only those a skip decorator holds back are skipped tests.
-    if (!static_cast<const doctest::detail::TestCase&>(tc).m_skip || opt_.no_skip) return;
+    // out; only selected ones that a skip decorator holds back are skipped tests.
+    const auto& t = static_cast<const doctest::detail::TestCase&>(tc);
+    if (!t.m_skip || opt_.no_skip || !selected(t)) return;
     const auto it = skip_reasons().find(&tc);
     write("skipped", tc, it != skip_reasons().end() ? it->second.c_str() : "doctest::skip");
   }
@@ -139,6 +159,7 @@ TEST_CASE("doctest prints a char pointer as its text, in quotes") {
 
 int main(int argc, char** argv) {
   doctest::Context context(argc, argv);
+  context.setAsDefaultForAssertsOutOfTestCases();  // makes the parsed filters visible to selected()
   apply_requirements();
   int rc = context.run();
   if (context.shouldExit()) return rc;
