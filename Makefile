@@ -169,6 +169,13 @@ deps:
 	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q $$missing; \
 	fi
 
+# Every test source sees tests/doctest_config.h first (doctest prints char
+# pointers as text); changing that header rebuilds them all.
+TEST_INCLUDE := -include tests/doctest_config.h
+$(BUILD)/obj/tests/%: CPPFLAGS += $(TEST_INCLUDE)
+$(BUILD)/obj-sim/tests/%: CXXFLAGS += $(TEST_INCLUDE)
+$(call obj,$(TEST_SRC) $(TEST_CUDA_SRC)) $(call simobj,$(TEST_SIM_SRC)): tests/doctest_config.h
+
 $(BUILD)/obj/%.cpp.o: %.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) $(ISA_FLAGS) -c $< -o $@

@@ -90,7 +90,7 @@ std::vector<Backend>& backends() {
       l.push_back(Backend{cuda::is_simulated() ? "cuda-sim" : "cuda-native", Device::cuda(0), true, [best_cpu] {
                             best_cpu();
                             testing::select_native_kernels();
-                          }, false, true});
+                          }, true, true});
       if (cuda::cudnn_kernels())
         l.push_back(Backend{"cuda-cudnn", Device::cuda(0), true, [best_cpu] {
                               best_cpu();
@@ -500,34 +500,30 @@ Report check_op(const OpCase& c, const Backend& backend) {
   }
   if (r32.ok && r64.ok) ck.compare_grads("f32 vs f64", r32, r64, t.f32_rtol, t.f32_atol, "f64 autograd", "f32 autograd");
 
-  // (d) f16 against f32 on the same f16-representable inputs.
-  if (backend.has_f16) {
-    Checker::Run r16 = ck.run(DType::f16, dev, "f16");
-    Checker::Run r32h = ck.run(DType::f32, dev, "f32 on f16 values", DType::f16);
+  // (d) f16 and (e) bf16 against f32 on the same 16-bit-representable inputs;
+  // off the CPU also against the CPU's 16-bit run (the same roundings,
+  // different sum orders).
+  auto check_16bit = [&](DType dt, double rtol, double atol) {
+    const std::string name = dtype_name(dt);
+    Checker::Run r16 = ck.run(dt, dev, name);
+    Checker::Run r32h = ck.run(DType::f32, dev, "f32 on " + name + " values", dt);
     if (r16.ok && r32h.ok) {
-      ck.compare_outputs("f16 vs f32", r16, r32h, t.f16_rtol, t.f16_atol, "f32", "f16");
-      ck.compare_grads("f16 vs f32", r16, r32h, t.f16_rtol, t.f16_atol, "f32 autograd", "f16 autograd");
-    }
-  }
-  // (e) bf16 against f32 on the same bf16-representable inputs; off the CPU
-  // also against the CPU's bf16 run (the same roundings, different sum orders).
-  if (backend.has_bf16) {
-    Checker::Run rb = ck.run(DType::bf16, dev, "bf16");
-    Checker::Run r32b = ck.run(DType::f32, dev, "f32 on bf16 values", DType::bf16);
-    if (rb.ok && r32b.ok) {
-      ck.compare_outputs("bf16 vs f32", rb, r32b, t.bf16_rtol, t.bf16_atol, "f32", "bf16");
-      ck.compare_grads("bf16 vs f32", rb, r32b, t.bf16_rtol, t.bf16_atol, "f32 autograd", "bf16 autograd");
+      ck.compare_outputs(name + " vs f32", r16, r32h, rtol, atol, "f32", name.c_str());
+      const std::string autograd = name + " autograd";
+      ck.compare_grads(name + " vs f32", r16, r32h, rtol, atol, "f32 autograd", autograd.c_str());
     }
     if (!dev.is_cpu()) {
       static const Backend cpu{"cpu", Device::cpu(), true, nullptr};
       Checker cpu_ck{c, cpu, report, ck.base, ck.seed};
-      Checker::Run cb = cpu_ck.run(DType::bf16, Device::cpu(), "cpu bf16");
-      if (rb.ok && cb.ok) {
-        ck.compare_outputs("bf16 vs cpu", rb, cb, t.bf16_rtol, t.bf16_atol, "cpu", "this backend");
-        ck.compare_grads("bf16 vs cpu", rb, cb, t.bf16_rtol, t.bf16_atol, "cpu", "this backend");
+      Checker::Run c16 = cpu_ck.run(dt, Device::cpu(), "cpu " + name);
+      if (r16.ok && c16.ok) {
+        ck.compare_outputs(name + " vs cpu", r16, c16, rtol, atol, "cpu", "this backend");
+        ck.compare_grads(name + " vs cpu", r16, c16, rtol, atol, "cpu", "this backend");
       }
     }
-  }
+  };
+  if (backend.has_f16) check_16bit(DType::f16, t.f16_rtol, t.f16_atol);
+  if (backend.has_bf16) check_16bit(DType::bf16, t.bf16_rtol, t.bf16_atol);
   return report;
 }
 

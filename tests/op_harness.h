@@ -12,10 +12,9 @@
 //   (c) the f32 autograd gradients against the f64 ones;
 //   (d) on backends with f16: the forward and the gradients in f16 against
 //       f32 on the same (f16-representable) input values, within the f16
-//       tolerance (mixed precision: f16 storage, f32 arithmetic);
-//   (e) on backends with bf16: the same in bf16, within the bf16 tolerance
-//       (and, off the CPU, the bf16 outputs and gradients against the CPU's
-//       bf16 ones);
+//       tolerance (mixed precision: f16 storage, f32 arithmetic), and, off
+//       the CPU, the f16 outputs and gradients against the CPU's f16 ones;
+//   (e) on backends with bf16: the same in bf16, within the bf16 tolerance;
 // plus housekeeping: output shapes, inputs left unmodified by the forward,
 // gradients' shapes/dtypes/devices, nothing recorded under NoGradGuard.
 // On a non-CPU backend it also compares outputs and gradients with the CPU.

@@ -1,38 +1,80 @@
 #!/usr/bin/env bash
 # tests/run_tests.sh — runs each doctest suite given as an argument (a
 # binary, optionally with environment assignments before it, e.g.
-# "CUDASIM_SCHEDULE=reverse build/test_sim"), then prints one closing line
-# "N passed, N failed" summed from doctest's own test-case counts, and exits
-# non-zero if anything failed or a suite did not finish.
+# "CUDASIM_SCHEDULE=reverse build/test_sim"), and prints for each what ran:
+#   === CUDASIM_SCHEDULE=reverse build/test_sim: 212 passed, 0 failed, 3 skipped, exit 0, 95 s
+# then one closing line over the distinct test cases of all the runs:
+#   N passed, N failed, N skipped
+# Exits non-zero if anything failed or a suite did not finish.
+#
+# The counts come from what doctest did, not from its printout: each suite
+# runs with EMBER_TEST_RESULTS set, and tests/test_main.cpp's listener
+# appends a line per test case (running / passed / failed / skipped with the
+# reason). A test case is counted once by its name, however many runs list
+# it (the same binary under another schedule or a sanitizer has the same
+# test cases): failed if it failed (or crashed its binary) in any run,
+# passed if it passed in at least one and failed in none, skipped only if
+# every run that listed it skipped it. A suite that exits non-zero with no
+# failed test case (a crash between tests, kernel coverage, no doctest
+# summary) counts as one failed entry of its own.
 set -u
-passed=0
-failed=0
+results=$(mktemp -d)
+trap 'rm -rf "$results"' EXIT
 status=0
+i=0
 for suite in "$@"; do
+  i=$((i + 1))
   echo "=== $suite"
+  file="$results/$i"
+  : > "$file"
   log=$(mktemp)
   start=$(date +%s)
-  bash -c "exec env $suite" 2>&1 | tee "$log"
+  bash -c "exec env EMBER_TEST_RESULTS=$(printf '%q' "$file") $suite" 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
-  line=$(grep -E '^\[doctest\] test cases:' "$log" | tail -n 1)
+  summary=$(grep -E '^\[doctest\] test cases:' "$log" | tail -n 1)
   rm -f "$log"
-  echo "=== $suite: exit $rc, $(( $(date +%s) - start )) s"
-  if [ -z "$line" ]; then
-    echo "run_tests: '$suite' printed no doctest summary (exit code $rc)"
-    failed=$((failed + 1))
+  seconds=$(( $(date +%s) - start ))
+  # This run's outcome per test case: the last line for its name; a test case
+  # still "running" crashed the binary.
+  counts=$(awk -F'\t' '{ last[$2] = $1 }
+    END { for (n in last) c[last[n] == "running" ? "crashed" : last[n]]++
+          printf "%d %d %d %d\n", c["passed"], c["failed"], c["skipped"], c["crashed"] }' "$file")
+  read -r p f s crashed <<< "$counts"
+  extra=""
+  [ "$crashed" -gt 0 ] && extra=" ($crashed crashed: $(awk -F'\t' '{ last[$2] = $1 } END { for (n in last) if (last[n] == "running") printf "\"%s\" ", n }' "$file"))"
+  if [ -z "$summary" ] || [ "$rc" -ne 0 ]; then
     status=1
-    continue
+    if [ $((f + crashed)) -eq 0 ]; then
+      why="exit code $rc"
+      [ -z "$summary" ] && why="no doctest summary, exit code $rc"
+      extra=" (outside its test cases: $why)"
+      printf 'failed\t[suite %s: %s]\n' "$suite" "$why" >> "$file"
+      crashed=1  # shown as one failure of this run
+    fi
   fi
-  p=$(echo "$line" | sed -E 's/.*\| *([0-9]+) passed.*/\1/')
-  f=$(echo "$line" | sed -E 's/.*\| *([0-9]+) failed.*/\1/')
-  passed=$((passed + p))
-  failed=$((failed + f))
-  if [ "$rc" -ne 0 ]; then
-    status=1
-    # a suite that failed after its tests passed (e.g. kernel coverage) counts once
-    [ "$f" -eq 0 ] && failed=$((failed + 1))
+  echo "=== $suite: $p passed, $((f + crashed)) failed$extra, $s skipped, exit $rc, $seconds s"
+  awk -F'\t' '$1 == "skipped" { r[$3]++ } END { for (x in r) printf "    skipped: %d, %s\n", r[x], x }' "$file" | sort
+  if [ -n "$summary" ]; then  # the listener and doctest must agree
+    dp=$(echo "$summary" | sed -E 's/.*\| *([0-9]+) passed.*/\1/')
+    df=$(echo "$summary" | sed -E 's/.*\| *([0-9]+) failed.*/\1/')
+    if [ "$dp" != "$p" ] || [ "$df" != "$f" ]; then
+      echo "run_tests: '$suite': doctest counted $dp passed, $df failed; EMBER_TEST_RESULTS has $p passed, $f failed"
+      printf 'failed\t[suite %s: counts disagree]\n' "$suite" >> "$file"
+      status=1
+    fi
   fi
 done
-echo "$passed passed, $failed failed"
-[ "$failed" -ne 0 ] && status=1
+# Over every run: the distinct test cases, each once.
+final=$(for j in $(seq 1 $i); do
+          awk -F'\t' -v run="$j" '{ last[$2] = $1 } END { for (n in last) printf "%s\t%s\t%s\n", run, (last[n] == "running" ? "failed" : last[n]), n }' "$results/$j"
+        done | awk -F'\t' '
+  { name = $3; seen[name] = 1; runs[name]++
+    if ($2 == "failed") failed[name] = 1; else if ($2 == "passed") passed[name] = 1 }
+  END { for (n in seen) { total++; if (runs[n] > 1) repeated++
+          if (n in failed) f++; else if (n in passed) p++; else s++ }
+        printf "%d %d %d %d %d\n", p, f, s, total, repeated }')
+read -r p f s total repeated <<< "$final"
+echo "=== $i runs, $total distinct test cases ($repeated of them listed by more than one run, counted once)"
+echo "$p passed, $f failed, $s skipped"
+[ "$f" -ne 0 ] && status=1
 exit $status

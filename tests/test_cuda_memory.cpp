@@ -1,6 +1,6 @@
 // tests/test_cuda_memory.cpp — tensors on a CUDA device: allocation, copies
 // and zeroing round-trip through the CUDA memory backend. Runs only in CUDA
-// builds, and only when a device is present (skipped with a printed reason
+// builds, and only when a device is present (skipped, with the reason,
 // otherwise: CPU-only machines and CI).
 #include <doctest/doctest.h>
 
@@ -8,13 +8,11 @@
 
 #if defined(EMBER_CUDA)
 #include "cuda/cuda_device.h"
+#include "tests/cuda/cuda_test_env.h"
 
-TEST_CASE("cuda memory: host -> device -> host round trip, zero, device copy") {
+TEST_CASE("cuda memory: host -> device -> host round trip, zero, device copy" * ember::testing::kNeedsCudaDevice) {
   using namespace ember;
-  if (cuda::device_count() == 0) {
-    MESSAGE("skipped: no CUDA device on this machine");
-    return;
-  }
+  REQUIRE(testing::cuda_device_present());
   cuda::init();
   MESSAGE("device 0: " << cuda::device_name(0));
   std::vector<double> values(1000);

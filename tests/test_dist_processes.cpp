@@ -16,8 +16,8 @@
 // takes 20-35 s on 2 idle cores, ~45 s with both busy. Timing bounds are
 // generous against a loaded machine but well under what a hang or a missed
 // detection would take; the measured times are printed (MESSAGE). The Open
-// MPI and network-namespace tests skip, with a MESSAGE, where mpirun, root
-// or namespaces are not available.
+// MPI and network-namespace tests are skipped, with the reason
+// (tests/skip.h), where mpirun, root or namespaces are not available.
 #include <doctest/doctest.h>
 
 #include <unistd.h>
@@ -32,6 +32,7 @@
 #include "net/dist/store.h"
 #include "net/safetensors.h"
 #include "tests/process_helpers.h"
+#include "tests/skip.h"
 #include "tests/test_helpers.h"
 
 namespace {
@@ -460,12 +461,14 @@ TEST_CASE("dist process: port scanners and garbage on the rendezvous port do not
 
 // ---------------------------------------------------------------- 6. Open MPI
 
-TEST_CASE("dist process: mpirun -np 2 trains, ranks and size from Open MPI's variables") {
+namespace {
+bool have_mpirun() { return !find_program("mpirun").empty(); }
+constexpr ember::testing::needs kNeedsMpirun{"mpirun is not on the PATH (Debian: openmpi-bin)", have_mpirun};
+}  // namespace
+
+TEST_CASE("dist process: mpirun -np 2 trains, ranks and size from Open MPI's variables" * kNeedsMpirun) {
   const std::string mpirun = find_program("mpirun");
-  if (mpirun.empty()) {
-    MESSAGE("skipped: mpirun is not on the PATH (Debian: openmpi-bin)");
-    return;
-  }
+  REQUIRE(!mpirun.empty());
   const TempDir tmp;
   const int port = pick_port();
   Process mpi("mpirun",
@@ -530,23 +533,31 @@ std::vector<std::string> our_namespaces(const std::string& prefix, const std::st
 
 }  // namespace
 
-TEST_CASE("dist process: one rank per emulated host (network namespaces): all-reduce benchmark and training") {
-  const std::string script = (std::filesystem::current_path() / "scripts" / "netns_cluster.sh").string();
-  if (!std::filesystem::exists(script)) {
-    MESSAGE("skipped: " << script << " not found (run the tests from the repository root)");
-    return;
-  }
-  if (::geteuid() != 0) {
-    MESSAGE("skipped: network namespaces need root");
-    return;
-  }
+namespace {
+std::string netns_script() { return (std::filesystem::current_path() / "scripts" / "netns_cluster.sh").string(); }
+// The script is there (the tests run from the repository root), we are root,
+// and its `check` makes a namespace.
+bool netns_possible() {
+  if (!std::filesystem::exists(netns_script()) || ::geteuid() != 0) return false;
+  const TempDir tmp;
+  std::string out;
+  return run_command({"bash", netns_script(), "check"}, 30, tmp.path.string(), "check", &out) == 0;
+}
+constexpr ember::testing::needs kNeedsNetns{
+    "network namespaces cannot be made here (they need root, scripts/netns_cluster.sh from the repository root "
+    "and its `check` passing)",
+    netns_possible};
+}  // namespace
+
+TEST_CASE("dist process: one rank per emulated host (network namespaces): all-reduce benchmark and training" *
+          kNeedsNetns) {
+  const std::string script = netns_script();
+  REQUIRE(std::filesystem::exists(script));
+  REQUIRE(::geteuid() == 0);
   const TempDir tmp;
   const std::string dir = tmp.path.string();
   std::string check_output;
-  if (run_command({"bash", script, "check"}, 30, dir, "check", &check_output) != 0) {
-    MESSAGE("skipped: network namespaces cannot be made here: " << check_output);
-    return;
-  }
+  REQUIRE_MESSAGE(run_command({"bash", script, "check"}, 30, dir, "check", &check_output) == 0, check_output);
   std::string master;
   REQUIRE(run_command({"bash", script, "addr", "0"}, 10, dir, "addr", &master) == 0);
   master = lines_of(master).at(0);

@@ -1,10 +1,12 @@
 // tests/test_kernel_profile.cpp — the CPU kernel profiler behind
 // `train_resnet --profile 1` (ops/kernel_profile.h): calls are counted per
 // kernel and dtype only while profiling is on, the wrapped kernels compute
-// the same results, reset clears the counts, and the printed table names
-// each kernel.
+// the same results, reset clears the counts, the time of a large add is
+// measured (positive, within the wall time around the call), and the
+// printed table names each kernel.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <string>
 
@@ -45,7 +47,7 @@ TEST_CASE("kernel profile: counts calls per kernel and dtype while on, results u
   CHECK(add32->calls == 2);
   CHECK(relu32->calls == 1);
   CHECK(relu16->calls == 1);
-  CHECK(add32->seconds >= 0);
+  CHECK(add32->seconds > 0);
   for (size_t i = 1; i < rows.size(); ++i) CHECK(rows[i - 1].seconds >= rows[i].seconds);  // largest first
 
   char buf[4096] = {};
@@ -59,4 +61,23 @@ TEST_CASE("kernel profile: counts calls per kernel and dtype while on, results u
 
   reset_kernel_profile();
   CHECK(kernel_profile().empty());
+}
+
+TEST_CASE("kernel profile: the time is the kernel's, within the wall time around the call") {
+  const Tensor big = Tensor::full({1 << 22}, 1.5);  // 16 MiB: the add takes milliseconds
+  reset_kernel_profile();
+  set_kernel_profiling(true);
+  const auto start = std::chrono::steady_clock::now();
+  const Tensor sum = ops::add(big, big);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  set_kernel_profiling(false);
+  CHECK(sum.to_double_vector()[12345] == 3.0);
+  const std::vector<KernelTime> rows = kernel_profile();
+  const KernelTime* add = find_row(rows, "add", DType::f32);
+  REQUIRE(add);
+  CHECK(add->calls == 1);
+  MESSAGE("add of 4M floats: " << add->seconds * 1e3 << " ms profiled, " << wall * 1e3 << " ms around the call");
+  CHECK(add->seconds > 1e-6);  // a real measurement, not a clock that never moved
+  CHECK(add->seconds <= wall);
+  reset_kernel_profile();
 }

@@ -20,6 +20,10 @@
 #include "engine/memory.h"
 #include "ops/ops.h"
 #include "tests/op_harness.h"
+#include "tests/skip.h"
+#if defined(EMBER_CUDA) || defined(EMBER_CUDASIM)
+#include "tests/cuda/cuda_test_env.h"
+#endif
 
 using namespace ember;
 using test::Gen;
@@ -1080,6 +1084,19 @@ struct FakeDeviceMemory final : MemoryBackend {
   void synchronize(int) override {}
 };
 
+// The fake needs DeviceType::CUDA free: in a CUDA or emulator build with a
+// device, the real backend takes it (and the op harness checks that backend).
+bool no_cuda_device() {
+#if defined(EMBER_CUDA) || defined(EMBER_CUDASIM)
+  return !testing::cuda_device_present();
+#else
+  return true;
+#endif
+}
+constexpr testing::needs kNeedsFreeCudaSlot{"a CUDA device (GPU or emulator) is present: the op harness checks its "
+                                            "real backend instead of the fake one",
+                                            no_cuda_device};
+
 // Registers the fake memory (and optionally a kernel table) for DeviceType::CUDA
 // when this build has no CUDA backend; undoes it when destroyed. Tensors on
 // the fake device must die first.
@@ -1105,15 +1122,12 @@ class FakeCuda {
 };
 }  // namespace
 
-TEST_CASE("harness: a second backend is checked against the reference and against the CPU") {
+TEST_CASE("harness: a second backend is checked against the reference and against the CPU" * kNeedsFreeCudaSlot) {
   // The CPU kernels posing as a CUDA device: how a CUDA or cuda/sim backend plugs in.
   static Kernels table = cpu_kernels();
   table.name = "fake-cuda";
   FakeCuda fake(&table);
-  if (!fake.active()) {
-    MESSAGE("a real CUDA backend is registered; it is in test::backends() instead");
-    return;
-  }
+  REQUIRE_MESSAGE(fake.active(), "a real CUDA backend is registered; it is in test::backends() instead");
   std::vector<OpCase> cases{conv_case({2, 3, 7, 9, 5, 3, 3, 2, 1, true})};
   {
     OpCase c;
@@ -1237,8 +1251,7 @@ TEST_CASE("ops: inputs on different devices are an error") {
     try {
       other = Tensor::zeros({2, 3}, DType::f32, Device::cuda(0));
     } catch (const Error& e) {
-      MESSAGE("no CUDA device memory here, skipping: " << e.what());
-      return;
+      FAIL("no CUDA device memory, neither real nor fake: " << e.what());
     }
     Tensor a = Tensor::zeros({2, 3});
     expect_error([&] { ops::add(a, other); }, "add: b is on cuda:0 but the input is on cpu");

@@ -2,7 +2,7 @@
 // PyTorch on full-size torchvision resnet18 and resnet50 (issue 11).
 //
 // Only when /usr/bin/python3 can import torch, torchvision and PIL (else the
-// test passes with a MESSAGE "skipped: ..."). The generator's --full mode
+// test is skipped, with the reason: tests/skip.h). The generator's --full mode
 // (tests/fixtures/make_torchvision_fixtures.py) writes, into a temp dir, the
 // two nets (torchvision's own classes, random weights with calibrated batch
 // norm statistics), a synthetic 500x375 photo as photo.jpg (quality 90, 4:2:0)
@@ -156,12 +156,10 @@ std::vector<double> reference(const SafetensorsFile& f, const std::string& name)
 
 using namespace predict_tv_test;
 
-TEST_CASE("torchvision parity: predict on a JPEG gives PyTorch's probabilities (full-size resnet18 and resnet50)") {
+TEST_CASE("torchvision parity: predict on a JPEG gives PyTorch's probabilities (full-size resnet18 and resnet50)" *
+          ember::testing::kNeedsPythonTorch) {
   std::string why;
-  if (!ember::testing::python_torch(&why)) {
-    MESSAGE("skipped: " << why);
-    return;
-  }
+  REQUIRE_MESSAGE(ember::testing::python_torch(&why), why);
   const std::string predict = process::binary_dir() + "/predict";
   REQUIRE_MESSAGE(::access(predict.c_str(), X_OK) == 0, predict << " is missing: build it with `make all`");
   const std::string cwd = ember::testing::full_size_fixtures();

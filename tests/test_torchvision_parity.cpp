@@ -12,7 +12,7 @@
 // one tensor. The narrow nets run in f32 (issue 11's tolerances: 1e-4 for
 // logits, loss and statistics, 1e-3 for gradients) and again in f64 (1e-6,
 // limited only by the F32 storage of the references). Two tests run Python themselves, only when /usr/bin/python3 can
-// import torch and torchvision (otherwise they pass with a MESSAGE saying so):
+// import torch and torchvision (otherwise they are skipped, with the reason):
 // the strict-load check (tests/fixtures/check_strict_load.py) and the full-size
 // resnet18/resnet50 comparison (the generator's --full mode, in a temp dir).
 #include <doctest/doctest.h>
@@ -412,12 +412,10 @@ TEST_CASE("torchvision parity: save_model writes torchvision's state_dict names,
   }
 }
 
-TEST_CASE("torchvision parity: PyTorch load_state_dict(strict=True) takes ember's file and gives ember's logits") {
+TEST_CASE("torchvision parity: PyTorch load_state_dict(strict=True) takes ember's file and gives ember's logits" *
+          ember::testing::kNeedsPythonTorch) {
   std::string why;
-  if (!python_torch(&why)) {
-    MESSAGE("skipped: " << why);
-    return;
-  }
+  REQUIRE_MESSAGE(ember::testing::python_torch(&why), why);
   for (const Fixture& fx : {kResNet18, kResNet50}) {
     CAPTURE(fx.base);
     const SafetensorsFile ref = load_safetensors(fx.reference());
@@ -445,12 +443,10 @@ TEST_CASE("torchvision parity: PyTorch load_state_dict(strict=True) takes ember'
   }
 }
 
-TEST_CASE("torchvision parity: full-size torchvision resnet18 and resnet50 give PyTorch's eval logits") {
+TEST_CASE("torchvision parity: full-size torchvision resnet18 and resnet50 give PyTorch's eval logits" *
+          ember::testing::kNeedsPythonTorch) {
   std::string why;
-  if (!python_torch(&why)) {
-    MESSAGE("skipped: " << why);
-    return;
-  }
+  REQUIRE_MESSAGE(ember::testing::python_torch(&why), why);
   const std::string full_dir = ember::testing::full_size_fixtures();
   for (int layers : {18, 50}) {
     CAPTURE(layers);

@@ -4,7 +4,8 @@
 // tests/fixtures/make_torchvision_fixtures.py --full (torchvision resnet18 and
 // resnet50, a photo and PyTorch's results), generated once per test process
 // into a temp dir that lives until the process exits. Tests that need them
-// print "skipped: <why>" and return when python_torch() is false.
+// carry kNeedsPythonTorch (tests/skip.h): skipped, with the reason, when
+// python_torch() is false.
 #pragma once
 #include <doctest/doctest.h>
 
@@ -14,6 +15,7 @@
 #include <string>
 
 #include "tests/process_helpers.h"
+#include "tests/skip.h"
 #include "tests/test_helpers.h"
 
 namespace ember::testing {
@@ -43,6 +45,12 @@ inline bool python_torch(std::string* why) {
   if (why) *why = reason;
   return state == 1;
 }
+
+inline bool python_torch_present() { return python_torch(nullptr); }
+inline constexpr needs kNeedsPythonTorch{
+    "/usr/bin/python3 cannot import torch, torchvision and PIL (Debian's python3-torch, python3-torchvision, "
+    "python3-pil: make torch-deps)",
+    python_torch_present};
 
 // The directory holding the generator's --full output (REQUIREs that it ran).
 // Call only after python_torch() said yes.

@@ -1,10 +1,10 @@
 // tests/cuda/cuda_test_env.h — set-up shared by the tests of the CUDA backend.
 //
 // The tests in tests/cuda/ are built twice: into build/test_ember against the
-// real CUDA runtime (they skip, with a printed reason, when no GPU is
-// present) and into build/test_sim against the emulator (cuda/sim), where
-// device 0 is always there. Each compares the CUDA table's kernels with the
-// CPU table's on the same inputs.
+// real CUDA runtime (decorated with kNeedsCudaDevice, they are skipped, with
+// the reason printed, when no GPU is present) and into build/test_sim against
+// the emulator (cuda/sim), where device 0 is always there, so they run. Each
+// compares the CUDA table's kernels with the CPU table's on the same inputs.
 #pragma once
 #include <doctest/doctest.h>
 
@@ -16,6 +16,7 @@
 #include "net/resnet.h"
 #include "ops/kernels.h"
 #include "tests/kernel_coverage.h"
+#include "tests/skip.h"
 
 namespace ember::testing {
 
@@ -24,12 +25,22 @@ namespace ember::testing {
 inline void select_native_kernels() { install_counting_table(DeviceType::CUDA, cuda::native_kernels()); }
 inline void select_cudnn_kernels() { install_counting_table(DeviceType::CUDA, *cuda::cudnn_kernels()); }
 
+// True when device 0 is there: a GPU, or the emulator in build/test_sim.
+// Touches no device (a predicate for tests/skip.h, called from main()).
+inline bool cuda_device_present() {
+  static const bool present = cuda::device_count() > 0;
+  return present;
+}
+// The decorator of every test that needs a device:
+// TEST_CASE("cuda ..." * ember::testing::kNeedsCudaDevice).
+inline constexpr needs kNeedsCudaDevice{"no CUDA device on this machine", cuda_device_present};
+
 // True when a CUDA device (real or emulated) is registered with the engine;
 // leaves the native kernels selected. Prints the reason once when there is none.
 inline bool cuda_available() {
   static const bool available = [] {
-    if (cuda::device_count() == 0) {
-      std::printf("[cuda tests] skipped: no CUDA device on this machine\n");
+    if (!cuda_device_present()) {
+      std::printf("[cuda tests] no CUDA device on this machine: the CUDA backend is not tested\n");
       return false;
     }
     cuda::init(0, cuda::ConvBackend::native);

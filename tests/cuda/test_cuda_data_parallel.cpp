@@ -73,8 +73,9 @@ double worst_difference(const std::vector<std::vector<double>>& a, const std::ve
 
 }  // namespace
 
-TEST_CASE("cuda data-parallel: a GPU rank and a CPU rank average through the TCP ring like one process") {
-  if (!testing::cuda_available()) return;
+TEST_CASE("cuda data-parallel: a GPU rank and a CPU rank average through the TCP ring like one process" *
+          ember::testing::kNeedsCudaDevice) {
+  REQUIRE(testing::cuda_available());
   const auto single = train(nullptr, Device::cpu());
   std::vector<std::vector<std::vector<double>>> ranks(2);
   const auto results = testing::run_ranks(testing::loopback_options(2, 60), [&](net::dist::Comm& comm, int r) {

@@ -133,9 +133,9 @@ Pair pair32(const std::vector<double>& v) { return Pair{dev(v, kF), host(v, kF)}
 
 // ------------------------------------------------------- memory, elementwise
 
-TEST_CASE_TEMPLATE("cuda f16/bf16: fill, cast, add, axpby, relu, bias_add, bias_backward vs the CPU in f32", T16, f16,
-                   bf16) {
-  if (!cuda_available()) return;
+TEST_CASE_TEMPLATE("cuda f16/bf16: fill, cast, add, axpby, relu, bias_add, bias_backward vs the CPU in f32" *
+          ember::testing::kNeedsCudaDevice, T16, f16, bf16) {
+  REQUIRE(cuda_available());
   constexpr DType kH = kHalf<T16>;
   const auto& K = cuda_table();
   const auto& C = cpu_table();
@@ -210,8 +210,9 @@ TEST_CASE_TEMPLATE("cuda f16/bf16: fill, cast, add, axpby, relu, bias_add, bias_
 
 // -------------------------------------------------------------- reductions
 
-TEST_CASE_TEMPLATE("cuda f16/bf16: sum (NaN, inf and overflow propagate) and argmax_rows", T16, f16, bf16) {
-  if (!cuda_available()) return;
+TEST_CASE_TEMPLATE("cuda f16/bf16: sum (NaN, inf and overflow propagate) and argmax_rows" *
+          ember::testing::kNeedsCudaDevice, T16, f16, bf16) {
+  REQUIRE(cuda_available());
   constexpr DType kH = kHalf<T16>;
   const auto& K = cuda_table();
   const Stream s = cuda_stream();
@@ -263,8 +264,9 @@ TEST_CASE_TEMPLATE("cuda f16/bf16: sum (NaN, inf and overflow propagate) and arg
 
 // ---------------------------------------------------------------- gemm
 
-TEST_CASE_TEMPLATE("cuda f16/bf16: gemm accumulates in f32 over shapes, transposes, alpha and beta", T16, f16, bf16) {
-  if (!cuda_available()) return;
+TEST_CASE_TEMPLATE("cuda f16/bf16: gemm accumulates in f32 over shapes, transposes, alpha and beta" *
+          ember::testing::kNeedsCudaDevice, T16, f16, bf16) {
+  REQUIRE(cuda_available());
   constexpr DType kH = kHalf<T16>;
   struct Shape3 {
     int64_t M, N, K;
@@ -305,8 +307,9 @@ TEST_CASE_TEMPLATE("cuda f16/bf16: gemm accumulates in f32 over shapes, transpos
 
 // --------------------------------------------------------- convolution
 
-TEST_CASE_TEMPLATE("cuda f16/bf16: im2col, col2im and the implicit-GEMM convolutions (split-K too)", T16, f16, bf16) {
-  if (!cuda_available()) return;
+TEST_CASE_TEMPLATE("cuda f16/bf16: im2col, col2im and the implicit-GEMM convolutions (split-K too)" *
+          ember::testing::kNeedsCudaDevice, T16, f16, bf16) {
+  REQUIRE(cuda_available());
   constexpr DType kH = kHalf<T16>;
   struct Geo {
     int64_t N, C, H, W, K, R, S, sh, sw, ph, pw;
@@ -355,8 +358,9 @@ TEST_CASE_TEMPLATE("cuda f16/bf16: im2col, col2im and the implicit-GEMM convolut
 
 // ----------------------------------------------------------- batch norm
 
-TEST_CASE_TEMPLATE("cuda f16/bf16: batch norm with f32 parameters and statistics", T16, f16, bf16) {
-  if (!cuda_available()) return;
+TEST_CASE_TEMPLATE("cuda f16/bf16: batch norm with f32 parameters and statistics" *
+          ember::testing::kNeedsCudaDevice, T16, f16, bf16) {
+  REQUIRE(cuda_available());
   constexpr DType kH = kHalf<T16>;
   // the second shape splits each channel over several partial-sum blocks
   const int64_t shapes[][3] = {{3, 4, 37}, {2, 2, 1100}};
@@ -419,8 +423,9 @@ TEST_CASE_TEMPLATE("cuda f16/bf16: batch norm with f32 parameters and statistics
 
 // -------------------------------------------------------------- pooling
 
-TEST_CASE_TEMPLATE("cuda f16/bf16: max pooling (argmax exact) and adaptive average pooling", T16, f16, bf16) {
-  if (!cuda_available()) return;
+TEST_CASE_TEMPLATE("cuda f16/bf16: max pooling (argmax exact) and adaptive average pooling" *
+          ember::testing::kNeedsCudaDevice, T16, f16, bf16) {
+  REQUIRE(cuda_available());
   constexpr DType kH = kHalf<T16>;
   const auto& K = cuda_table();
   const auto& C = cpu_table();
@@ -463,9 +468,9 @@ TEST_CASE_TEMPLATE("cuda f16/bf16: max pooling (argmax exact) and adaptive avera
 
 // ------------------------------------------------------------------ loss
 
-TEST_CASE_TEMPLATE("cuda f16/bf16: softmax cross-entropy with 16-bit logits, f32 losses/probs/grad_loss", T16, f16,
-                   bf16) {
-  if (!cuda_available()) return;
+TEST_CASE_TEMPLATE("cuda f16/bf16: softmax cross-entropy with 16-bit logits, f32 losses/probs/grad_loss" *
+          ember::testing::kNeedsCudaDevice, T16, f16, bf16) {
+  REQUIRE(cuda_available());
   constexpr DType kH = kHalf<T16>;
   const int64_t cases[][2] = {{37, 33}, {2, 1500}};  // warp per row, block per row
   for (const auto& cs : cases) {
@@ -499,8 +504,9 @@ TEST_CASE_TEMPLATE("cuda f16/bf16: softmax cross-entropy with 16-bit logits, f32
 
 // -------------------------------------------- input, optimizer, random
 
-TEST_CASE_TEMPLATE("cuda f16/bf16: normalize_u8, sgd_update (f32 arithmetic), random fills", T16, f16, bf16) {
-  if (!cuda_available()) return;
+TEST_CASE_TEMPLATE("cuda f16/bf16: normalize_u8, sgd_update (f32 arithmetic), random fills" *
+          ember::testing::kNeedsCudaDevice, T16, f16, bf16) {
+  REQUIRE(cuda_available());
   constexpr DType kH = kHalf<T16>;
   const auto& K = cuda_table();
   const auto& C = cpu_table();

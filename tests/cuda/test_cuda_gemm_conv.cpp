@@ -97,8 +97,9 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 
 // ------------------------------------------------------------------- gemm
 
-TEST_CASE("cuda gemm matches the cpu over shapes, transposes, leading dimensions, alpha and beta") {
-  if (!cuda_available()) return;
+TEST_CASE("cuda gemm matches the cpu over shapes, transposes, leading dimensions, alpha and beta" *
+          ember::testing::kNeedsCudaDevice) {
+  REQUIRE(cuda_available());
   struct Shape3 {
     int64_t M, N, K;
   };
@@ -144,8 +145,8 @@ TEST_CASE("cuda gemm matches the cpu over shapes, transposes, leading dimensions
         }
 }
 
-TEST_CASE("cuda gemm on the 128x128 tile of big f32 products matches the cpu") {
-  if (!cuda_available()) return;
+TEST_CASE("cuda gemm on the 128x128 tile of big f32 products matches the cpu" * ember::testing::kNeedsCudaDevice) {
+  REQUIRE(cuda_available());
   // 11 x 12 = 132 tiles of 128: the smallest grid that takes the huge tile,
   // ragged at both edges; K below and above its BK of 8. K is small so the
   // emulator stays fast.
@@ -170,8 +171,9 @@ TEST_CASE("cuda gemm on the 128x128 tile of big f32 products matches the cpu") {
       }
 }
 
-TEST_CASE("cuda gemm with K == 0 or alpha == 0 only scales C, and M or N == 0 writes nothing") {
-  if (!cuda_available()) return;
+TEST_CASE("cuda gemm with K == 0 or alpha == 0 only scales C, and M or N == 0 writes nothing" *
+          ember::testing::kNeedsCudaDevice) {
+  REQUIRE(cuda_available());
   for (DType dt : kFloatTypes) {
     CAPTURE(dtype_name(dt));
     const int64_t M = 5, N = 9, K = 4;
@@ -211,8 +213,8 @@ Conv2dGeometry geometry(const ConvCase& c) {
 }
 }  // namespace
 
-TEST_CASE("cuda im2col and col2im match the cpu over geometries") {
-  if (!cuda_available()) return;
+TEST_CASE("cuda im2col and col2im match the cpu over geometries" * ember::testing::kNeedsCudaDevice) {
+  REQUIRE(cuda_available());
   const ConvCase cases[] = {
       {1, 3, 5, 6, 1, 1, 1, 1, 1, 0, 0},   // 1x1
       {1, 2, 7, 6, 1, 3, 3, 1, 1, 1, 1},   // 3x3 pad 1
@@ -245,8 +247,8 @@ TEST_CASE("cuda im2col and col2im match the cpu over geometries") {
 
 // ------------------------------------------------------------ convolution
 
-TEST_CASE("cuda conv2d forward, backward data and backward filter match the cpu") {
-  if (!cuda_available()) return;
+TEST_CASE("cuda conv2d forward, backward data and backward filter match the cpu" * ember::testing::kNeedsCudaDevice) {
+  REQUIRE(cuda_available());
   const ConvCase cases[] = {
       // N  C   H   W   K  R  S sh sw ph pw
       {2, 5, 9, 8, 7, 3, 3, 1, 1, 1, 1},     // 3x3 same
@@ -292,8 +294,8 @@ TEST_CASE("cuda conv2d forward, backward data and backward filter match the cpu"
     }
 }
 
-TEST_CASE("cuda conv2d backward filter (split-K) is deterministic") {
-  if (!cuda_available()) return;
+TEST_CASE("cuda conv2d backward filter (split-K) is deterministic" * ember::testing::kNeedsCudaDevice) {
+  REQUIRE(cuda_available());
   const Conv2dGeometry g = make_conv2d_geometry(3, 6, 12, 12, 5, 3, 3, 1, 1, 1, 1);
   const Shape xs{g.N, g.C, g.H, g.W}, ws{g.K, g.C, g.R, g.S}, ys{g.N, g.K, g.P, g.Q};
   const DType dt = DType::f32;
@@ -308,8 +310,8 @@ TEST_CASE("cuda conv2d backward filter (split-K) is deterministic") {
 
 // ------------------------------------------------------------- batch norm
 
-TEST_CASE("cuda batch norm train/eval forward and backward match the cpu") {
-  if (!cuda_available()) return;
+TEST_CASE("cuda batch norm train/eval forward and backward match the cpu" * ember::testing::kNeedsCudaDevice) {
+  REQUIRE(cuda_available());
   struct BnCase {
     int64_t N, C, HW;
   };
@@ -387,8 +389,8 @@ TEST_CASE("cuda batch norm train/eval forward and backward match the cpu") {
 
 // ---------------------------------------------------------------- pooling
 
-TEST_CASE("cuda max pooling forward (values, argmax) and backward match the cpu") {
-  if (!cuda_available()) return;
+TEST_CASE("cuda max pooling forward (values, argmax) and backward match the cpu" * ember::testing::kNeedsCudaDevice) {
+  REQUIRE(cuda_available());
   struct PoolCase {
     int64_t N, C, H, W, R, S, sh, sw, ph, pw;
   };
@@ -443,8 +445,8 @@ TEST_CASE("cuda max pooling forward (values, argmax) and backward match the cpu"
       }
 }
 
-TEST_CASE("cuda adaptive average pooling forward and backward match the cpu") {
-  if (!cuda_available()) return;
+TEST_CASE("cuda adaptive average pooling forward and backward match the cpu" * ember::testing::kNeedsCudaDevice) {
+  REQUIRE(cuda_available());
   struct AdaptiveCase {
     int64_t planes, H, W, OH, OW;
   };
@@ -481,8 +483,9 @@ TEST_CASE("cuda adaptive average pooling forward and backward match the cpu") {
 
 // ------------------------------------------------------------------ dtypes
 
-TEST_CASE("cuda gemm, conv, batch norm and pooling kernels reject unsupported dtypes") {
-  if (!cuda_available()) return;
+TEST_CASE("cuda gemm, conv, batch norm and pooling kernels reject unsupported dtypes" *
+          ember::testing::kNeedsCudaDevice) {
+  REQUIRE(cuda_available());
   const Kernels& k = cuda_table();
   const Stream s = cuda_stream();
   const Tensor buf = to_cuda(std::vector<double>(64, 0.0), Shape{64}, DType::f32);

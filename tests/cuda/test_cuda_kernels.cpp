@@ -124,8 +124,8 @@ std::string message_of(F&& f) {
 
 // ------------------------------------------------------------------ memory
 
-TEST_CASE("cuda fill: every dtype, exactly n values, the CPU's conversion") {
-  if (!cuda_available()) return;
+TEST_CASE("cuda fill: every dtype, exactly n values, the CPU's conversion" * ember::testing::kNeedsCudaDevice) {
+  REQUIRE(cuda_available());
   const DType all[] = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64, DType::u8};
   // 1 + 2^-11 + 2^-40 lies just above the midpoint of two halves: rounding
   // through float first would tie to even (0x3c00); a single rounding gives
@@ -155,8 +155,8 @@ TEST_CASE("cuda fill: every dtype, exactly n values, the CPU's conversion") {
   CHECK(static_cast<const uint16_t*>(hh.raw_data())[0] == 0x3c01);
 }
 
-TEST_CASE("cuda cast: f32, f64, f16, bf16 in every direction give the CPU's bits") {
-  if (!cuda_available()) return;
+TEST_CASE("cuda cast: f32, f64, f16, bf16 in every direction give the CPU's bits" * ember::testing::kNeedsCudaDevice) {
+  REQUIRE(cuda_available());
   const DType floats[] = {DType::f32, DType::f64, DType::f16, DType::bf16};
   for (int64_t n : kSizes) {
     // wide-range values: normal, f16-subnormal, beyond f16's range, specials, ties
@@ -213,8 +213,9 @@ TEST_CASE("cuda cast: f32, f64, f16, bf16 in every direction give the CPU's bits
 
 // ------------------------------------------------------------- elementwise
 
-TEST_CASE("cuda copy_2d: strided blocks of every dtype, the CPU's bits, elements outside the block untouched") {
-  if (!cuda_available()) return;
+TEST_CASE("cuda copy_2d: strided blocks of every dtype, the CPU's bits, elements outside the block untouched" *
+          ember::testing::kNeedsCudaDevice) {
+  REQUIRE(cuda_available());
   struct Block {
     int64_t rows, ldx, ldy, cols, x_off, y_off;  // the block starts x_off / y_off elements into x / y
   };
@@ -247,8 +248,8 @@ TEST_CASE("cuda copy_2d: strided blocks of every dtype, the CPU's bits, elements
             .find("copy_2d: a block of 1x3 does not fit row strides 2 and 4") != std::string::npos);
 }
 
-TEST_CASE("cuda add, relu_forward, relu_backward: the CPU's bits, in place too") {
-  if (!cuda_available()) return;
+TEST_CASE("cuda add, relu_forward, relu_backward: the CPU's bits, in place too" * ember::testing::kNeedsCudaDevice) {
+  REQUIRE(cuda_available());
   for (DType dt : kFloatTypes)
     for (int64_t n : kSizes) {
       CAPTURE(dtype_name(dt));
@@ -295,8 +296,8 @@ TEST_CASE("cuda add, relu_forward, relu_backward: the CPU's bits, in place too")
     }
 }
 
-TEST_CASE("cuda axpby: every form, beta == 0 ignores NaN in y, exact aliasing") {
-  if (!cuda_available()) return;
+TEST_CASE("cuda axpby: every form, beta == 0 ignores NaN in y, exact aliasing" * ember::testing::kNeedsCudaDevice) {
+  REQUIRE(cuda_available());
   struct Form {
     double alpha, beta;
     bool exact;  // one rounding per element: the CPU's bits
@@ -335,8 +336,8 @@ TEST_CASE("cuda axpby: every form, beta == 0 ignores NaN in y, exact aliasing") 
       }
 }
 
-TEST_CASE("cuda bias_add: y[o, c, i] += b[c], the CPU's bits") {
-  if (!cuda_available()) return;
+TEST_CASE("cuda bias_add: y[o, c, i] += b[c], the CPU's bits" * ember::testing::kNeedsCudaDevice) {
+  REQUIRE(cuda_available());
   const int64_t shapes[][3] = {{1, 1, 1},    {2, 3, 5},     {1, 7, 1},    {33, 130, 1}, {3, 33, 1000},
                                {2, 5, 4099}, {1, 1, 70000}, {7, 1000, 1}, {1, 70000, 1}};
   for (DType dt : kFloatTypes)
@@ -355,8 +356,9 @@ TEST_CASE("cuda bias_add: y[o, c, i] += b[c], the CPU's bits") {
     }
 }
 
-TEST_CASE("cuda bias_backward: per-channel sums in double, deterministic, exact on integers") {
-  if (!cuda_available()) return;
+TEST_CASE("cuda bias_backward: per-channel sums in double, deterministic, exact on integers" *
+          ember::testing::kNeedsCudaDevice) {
+  REQUIRE(cuda_available());
   // inner == 1 with >= 128 channels takes the column kernel, the rest one block
   // per channel; 8200 channels is more blocks than the grid cap (blocks loop).
   const int64_t shapes[][3] = {{1, 1, 1},    {5, 1, 1},     {3, 7, 33},    {1000, 10, 1}, {70, 200, 1},
@@ -393,8 +395,8 @@ TEST_CASE("cuda bias_backward: per-channel sums in double, deterministic, exact 
 
 // -------------------------------------------------------------- reductions
 
-TEST_CASE("cuda sum: deterministic, matches the CPU, exact on integers") {
-  if (!cuda_available()) return;
+TEST_CASE("cuda sum: deterministic, matches the CPU, exact on integers" * ember::testing::kNeedsCudaDevice) {
+  REQUIRE(cuda_available());
   // 300001: more than the 1024 partial sums' worth of blocks (grid-stride)
   const int64_t sizes[] = {0, 1, 7, 33, 255, 256, 257, 1000, 4099, 70000, 300001};
   for (DType dt : kFloatTypes)
@@ -434,8 +436,8 @@ TEST_CASE("cuda sum: deterministic, matches the CPU, exact on integers") {
   }
 }
 
-TEST_CASE("cuda argmax_rows: first index of the largest, NaN wins, ties go first") {
-  if (!cuda_available()) return;
+TEST_CASE("cuda argmax_rows: first index of the largest, NaN wins, ties go first" * ember::testing::kNeedsCudaDevice) {
+  REQUIRE(cuda_available());
   // cols >= 1024 take a block per row, narrower rows a warp per row
   const int64_t shapes[][2] = {{1, 1},    {5, 1},    {3, 7},     {37, 33},   {9, 1000},
                                {4, 1024}, {3, 4099}, {2, 70000}, {1000, 10}, {4099, 3}};
@@ -511,8 +513,8 @@ std::vector<double> labels_for(int64_t N, int64_t classes, uint64_t seed) {
 
 }  // namespace
 
-TEST_CASE("cuda softmax_cross_entropy forward and backward match the CPU") {
-  if (!cuda_available()) return;
+TEST_CASE("cuda softmax_cross_entropy forward and backward match the CPU" * ember::testing::kNeedsCudaDevice) {
+  REQUIRE(cuda_available());
   // classes >= 1024 take a block per row, narrower rows a warp per row
   const LossCase cases[] = {{1, 1, 0.0},    {1, 7, 0.1},    {5, 10, 0.0},    {37, 33, 0.1},  {3, 1000, 0.0},
                             {2, 1024, 0.2}, {2, 4099, 0.1}, {1, 70000, 0.0}, {4099, 3, 0.1}, {300, 100, 0.0}};
@@ -553,8 +555,9 @@ TEST_CASE("cuda softmax_cross_entropy forward and backward match the CPU") {
     }
 }
 
-TEST_CASE("cuda softmax_cross_entropy: a label outside [0, classes) is the CPU's error") {
-  if (!cuda_available()) return;
+TEST_CASE("cuda softmax_cross_entropy: a label outside [0, classes) is the CPU's error" *
+          ember::testing::kNeedsCudaDevice) {
+  REQUIRE(cuda_available());
   for (DType dt : kFloatTypes)
     for (int64_t classes : {int64_t(5), int64_t(1500)}) {  // warp and block forward
       CAPTURE(dtype_name(dt));
@@ -609,8 +612,8 @@ TEST_CASE("cuda softmax_cross_entropy: a label outside [0, classes) is the CPU's
 
 // ------------------------------------------------------------------- input
 
-TEST_CASE("cuda normalize_u8: (x / 255 - mean) * inv_std per channel") {
-  if (!cuda_available()) return;
+TEST_CASE("cuda normalize_u8: (x / 255 - mean) * inv_std per channel" * ember::testing::kNeedsCudaDevice) {
+  REQUIRE(cuda_available());
   for (DType dt : kFloatTypes)
     for (int channels : {1, 3, 8})
       for (int64_t HW : {int64_t(1), int64_t(33), int64_t(4099)}) {
@@ -647,8 +650,8 @@ TEST_CASE("cuda normalize_u8: (x / 255 - mean) * inv_std per channel") {
 
 // --------------------------------------------------------------- optimizer
 
-TEST_CASE("cuda sgd_update: every form matches the CPU") {
-  if (!cuda_available()) return;
+TEST_CASE("cuda sgd_update: every form matches the CPU" * ember::testing::kNeedsCudaDevice) {
+  REQUIRE(cuda_available());
   struct Form {
     double momentum, wd;
     bool nesterov, first;
@@ -701,8 +704,8 @@ TEST_CASE("cuda sgd_update: every form matches the CPU") {
 
 // ------------------------------------------------------------------ random
 
-TEST_CASE("cuda random_uniform and random_normal draw the CPU's Philox streams") {
-  if (!cuda_available()) return;
+TEST_CASE("cuda random_uniform and random_normal draw the CPU's Philox streams" * ember::testing::kNeedsCudaDevice) {
+  REQUIRE(cuda_available());
   const bool simulated = ember::cuda::is_simulated();
   for (DType dt : kFloatTypes)
     for (int64_t n : kSizes)
@@ -735,8 +738,8 @@ TEST_CASE("cuda random_uniform and random_normal draw the CPU's Philox streams")
 
 // ------------------------------------------------------------------ dtypes
 
-TEST_CASE("cuda kernels refuse dtypes they do not support") {
-  if (!cuda_available()) return;
+TEST_CASE("cuda kernels refuse dtypes they do not support" * ember::testing::kNeedsCudaDevice) {
+  REQUIRE(cuda_available());
   const auto& K = cuda_table();
   const Stream s = cuda_stream();
   const DType h = DType::i32;  // (f16 is supported: tests/cuda/test_cuda_f16.cpp)

@@ -2,7 +2,7 @@
 // CUDA kernels on the same device and inputs: convolution (three passes),
 // batch norm (train forward/backward, inference forward), max pooling and
 // GEMM, in f32 and f64, and in f16 and bf16 (16-bit tensors with f32
-// compute, f32 batch-norm parameters). Runs on a GPU with cuDNN; skips (with the reason) on the emulator and
+// compute, f32 batch-norm parameters). Runs on a GPU with cuDNN; skipped (with the reason) on the emulator and
 // without a GPU. Both tables are also checked against the CPU by the op
 // harness (tests/test_ops.cpp).
 #include <cmath>
@@ -33,14 +33,15 @@ double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) 
   return worst;
 }
 
-bool cudnn_present() {
-  if (!testing::cuda_available()) return false;
-  if (!cuda::cudnn_kernels()) {
-    MESSAGE("skipped: this build has no cuDNN (" << (cuda::is_simulated() ? "emulator" : "CUDNN=0") << ")");
-    return false;
-  }
-  return true;
-}
+// This build's cuDNN/cuBLAS table is there (a tests/skip.h predicate).
+bool cudnn_in_build() { return cuda::cudnn_kernels() != nullptr; }
+constexpr testing::needs kNeedsCudnn{
+#if defined(EMBER_CUDASIM)
+    "the CUDA emulator has no cuDNN",
+#else
+    "this build has no cuDNN (CUDNN=0)",
+#endif
+    cudnn_in_build};
 
 // Runs f with the native table, then with the cuDNN table, and returns both results.
 template <typename F>
@@ -129,8 +130,10 @@ void check_gemm(DType dt, uint64_t seed, double tol) {
 
 }  // namespace
 
-TEST_CASE("cudnn vs native: convolution forward, backward data, backward filter") {
-  if (!cudnn_present()) return;
+TEST_CASE("cudnn vs native: convolution forward, backward data, backward filter" *
+          ember::testing::kNeedsCudaDevice * kNeedsCudnn) {
+  REQUIRE(testing::cuda_available());
+  REQUIRE(cudnn_in_build());
   const Conv2dGeometry geos[] = {make_conv2d_geometry(4, 16, 28, 28, 16, 3, 3, 1, 1, 1, 1),
                                  make_conv2d_geometry(2, 3, 31, 29, 8, 7, 7, 2, 2, 3, 3),
                                  make_conv2d_geometry(3, 32, 14, 14, 64, 1, 1, 2, 2, 0, 0)};
@@ -164,8 +167,9 @@ TEST_CASE("cudnn vs native: convolution forward, backward data, backward filter"
   }
 }
 
-TEST_CASE("cudnn vs native: batch norm, max pooling, GEMM") {
-  if (!cudnn_present()) return;
+TEST_CASE("cudnn vs native: batch norm, max pooling, GEMM" * ember::testing::kNeedsCudaDevice * kNeedsCudnn) {
+  REQUIRE(testing::cuda_available());
+  REQUIRE(cudnn_in_build());
   for (DType dt : {DType::f32, DType::f64}) {
     CAPTURE(dtype_name(dt));
     const double tol = dt == DType::f32 ? 1e-4 : 1e-10;
@@ -177,8 +181,10 @@ TEST_CASE("cudnn vs native: batch norm, max pooling, GEMM") {
   }
 }
 
-TEST_CASE("cudnn vs native in f16 and bf16: 16-bit tensors, f32 compute and f32 batch-norm parameters") {
-  if (!cudnn_present()) return;
+TEST_CASE("cudnn vs native in f16 and bf16: 16-bit tensors, f32 compute and f32 batch-norm parameters" *
+          ember::testing::kNeedsCudaDevice * kNeedsCudnn) {
+  REQUIRE(testing::cuda_available());
+  REQUIRE(cudnn_in_build());
   for (const DType h : {DType::f16, DType::bf16}) {
     CAPTURE(dtype_name(h));
     const DType f = DType::f32;

@@ -1,9 +1,10 @@
 // tests/cuda/test_nccl.cpp — the NCCL communicator (--kv-store nccl,
 // net/dist/nccl_comm.h) on real GPUs. Built only with CUDA and NCCL, and not
-// for the emulator (NCCL needs a driver). Without a GPU it prints why it
-// skips. With one GPU: a communicator of one rank in this process (the
-// collectives are identities, which still checks streams, events, buffers
-// and the reducer's plumbing); with two or more: the programs themselves,
+// for the emulator (NCCL needs a driver). Without a GPU (or, for the
+// programs, without two) its tests are skipped, with the reason. With one
+// GPU: a communicator of one rank in this process (the collectives are
+// identities, which still checks streams, events, buffers and the
+// reducer's plumbing); with two or more: the programs themselves,
 // one rank per GPU (bench_allreduce checks every sum; train_resnet runs
 // data-parallel steps), over NCCL and over the TCP ring with GPU buffers.
 #if defined(EMBER_NCCL) && !defined(EMBER_CUDASIM)
@@ -33,10 +34,13 @@ int run_bounded(const std::string& command, int seconds) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
+bool two_gpus() { return cuda::device_count() >= 2; }
+constexpr testing::needs kNeedsTwoGpus{"fewer than 2 GPUs on this machine", two_gpus};
+
 }  // namespace
 
-TEST_CASE("nccl: one rank's collectives on the GPU, and the reducer over them") {
-  if (!testing::cuda_available()) return;
+TEST_CASE("nccl: one rank's collectives on the GPU, and the reducer over them" * ember::testing::kNeedsCudaDevice) {
+  REQUIRE(testing::cuda_available());
   net::dist::NcclCommOptions o;
   o.world = 1;
   o.device = 0;
@@ -60,13 +64,11 @@ TEST_CASE("nccl: one rank's collectives on the GPU, and the reducer over them") 
   for (double g : fc.bias.grad().to_double_vector()) CHECK(g == 2.0);  // d(sum)/d(bias) = batch size
 }
 
-TEST_CASE("nccl: one rank per GPU through the programs (NCCL and the TCP ring on GPU buffers)") {
-  if (!testing::cuda_available()) return;
+TEST_CASE("nccl: one rank per GPU through the programs (NCCL and the TCP ring on GPU buffers)" *
+          ember::testing::kNeedsCudaDevice * kNeedsTwoGpus) {
+  REQUIRE(testing::cuda_available());
   const int gpus = cuda::device_count();
-  if (gpus < 2) {
-    std::printf("[nccl tests] multi-rank runs skipped: %d GPU on this machine (they need 2)\n", gpus);
-    return;
-  }
+  REQUIRE(gpus >= 2);
   const std::string list = gpus >= 4 ? "0,1,2,3" : "0,1";
   CHECK(run_bounded(program("bench_allreduce") + " --gpus " + list + " --sizes 1,8 --iters 3", 180) == 0);
   CHECK(run_bounded(program("bench_allreduce") + " --gpus " + list + " --kv-store tcp --sizes 1,8 --iters 3", 180) == 0);
