@@ -8,7 +8,8 @@
 #                     kernels on the emulator, again with CUDASIM_SCHEDULE=reverse,
 #                     the whole CPU suite and the emulator suite under
 #                     AddressSanitizer + UBSan, the threaded loader and packer
-#                     tests under ThreadSanitizer
+#                     tests under ThreadSanitizer, every libFuzzer target of the
+#                     parsers for FUZZ_CI_SECONDS (tests/fuzz/fuzz.mk)
 #   make train        install missing packages, build, train ResNet-20 on Fashion-MNIST
 #   make deps         only install what is missing (apt-get, needs root)
 #   make torch-deps   also Debian's PyTorch + torchvision (the optional
@@ -61,19 +62,29 @@ endif
 
 # ------------------------------------------------------------------- flags
 WARN     := -Wall -Wextra
+# Test sources compile at -O1 (OPT_TESTS): half the compile time of -O3, and
+# the suites spend their time in the library, not in the tests' own code.
 ifeq ($(DEBUG),1)
   OPT    := -O0 -g
+  OPT_TESTS := $(OPT)
 else
   OPT    := -O3 -march=$(ARCH) -g1
+  OPT_TESTS := -O1 -march=$(ARCH) -g1
 endif
 ifeq ($(SANITIZE),1)
   # Any UBSan report stops the program (by default UBSan prints and goes on,
   # and a test run would pass with undefined behaviour in it).
-  OPT    += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-  LDSAN  := -fsanitize=address,undefined -fno-sanitize-recover=all
+  SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+  LDSAN    := -fsanitize=address,undefined -fno-sanitize-recover=all
+  # -O1, the sanitizers' own advice, for the whole tree; the numeric kernels
+  # and the emulator, where the suites spend their time, keep -O3 (see the
+  # pattern rules below).
+  OPT_KERNELS := $(OPT) $(SANFLAGS)
+  OPT      := $(OPT_TESTS) $(SANFLAGS)
+  OPT_TESTS := $(OPT)
 endif
 CPPFLAGS := -I. -MMD -MP
-CXXFLAGS := -std=c++20 $(OPT) -fopenmp $(WARN)
+CXXFLAGS  = -std=c++20 $(OPT) -fopenmp $(WARN)
 LDFLAGS  := -fopenmp $(LDSAN)
 LDLIBS   := -lz -lstb -lpthread
 ifeq ($(JPEG),turbo)
@@ -134,6 +145,18 @@ TEST_BIN  := $(BUILD)/test_ember
 SIM_TEST_BIN := $(if $(filter 1,$(SIM)),$(BUILD)/test_sim)
 SIM_TOOLS := $(if $(filter 1,$(SIM)),$(BUILD)/bench_cudasim)
 TEST_OBJ  := $(call obj,$(TEST_SRC) $(if $(filter 1,$(CUDA)),$(TEST_CUDA_SRC)))
+SIM_TEST_OBJ := $(call simobj,$(TEST_SIM_SRC))
+# TEST_OBJ_FROM=build (make test's sanitizer tree): link the test code that
+# tree already compiled instead of compiling it again — the product code is
+# what the sanitizers instrument; the tests' own code is compiled once, plain
+# (half of this tree's compile time otherwise). The test sources whose code
+# depends on EMBER_CUDA are compiled here, for this tree's CUDA setting.
+TEST_CUDA_DEPENDENT := tests/op_harness.cpp tests/test_ops.cpp tests/test_cuda_memory.cpp
+ifdef TEST_OBJ_FROM
+  TEST_OBJ := $(patsubst %,$(TEST_OBJ_FROM)/obj/%.o,$(filter-out $(TEST_CUDA_DEPENDENT),$(TEST_SRC))) \
+              $(call obj,$(filter $(TEST_CUDA_DEPENDENT),$(TEST_SRC)) $(if $(filter 1,$(CUDA)),$(TEST_CUDA_SRC)))
+  SIM_TEST_OBJ := $(patsubst %,$(TEST_OBJ_FROM)/obj-sim/%.o,$(TEST_SIM_SRC))
+endif
 
 .PHONY: all info deps torch-deps test train clean
 all: info $(LIBS) $(APPS) $(TEST_BIN) $(SIM_TEST_BIN) $(SIM_TOOLS)
@@ -189,6 +212,12 @@ $(BUILD)/obj/ops/cpu/gemm_kernels_portable.cpp.o: ISA_FLAGS := -march=x86-64
 $(BUILD)/obj/ops/cpu/conv_bf16_kernels_avx512.cpp.o: ISA_FLAGS := -march=x86-64-v4 -mavx512bf16 -mprefer-vector-width=512
 endif
 
+$(BUILD)/obj/tests/%.o $(BUILD)/obj-sim/tests/%.o: OPT := $(OPT_TESTS)
+ifeq ($(SANITIZE),1)
+$(BUILD)/obj/ops/cpu/%.cpp.o $(BUILD)/obj/engine/half.cpp.o $(BUILD)/obj/engine/bfloat16.cpp.o \
+  $(BUILD)/obj-sim/cuda/%.o: OPT := $(OPT_KERNELS)
+endif
+
 $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -DEMBER_CUDA=1 -c $< -o $@
@@ -225,7 +254,7 @@ $(BUILD)/%: $(BUILD)/obj/apps/%.cpp.o $(call obj,$(APP_COMMON_SRC)) $(LIBS)
 $(TEST_BIN): $(TEST_OBJ) $(call obj,$(APP_COMMON_SRC)) $(LIBS)
 	$(CXX) $(LDFLAGS) $^ $(LDLIBS) $(CUDA_LDLIBS) -o $@
 
-$(BUILD)/test_sim: $(call simobj,$(TEST_SIM_SRC)) $(call obj,$(APP_COMMON_SRC)) $(SIM_LIB) $(CORE_LIB)
+$(BUILD)/test_sim: $(SIM_TEST_OBJ) $(call obj,$(APP_COMMON_SRC)) $(SIM_LIB) $(CORE_LIB)
 	$(CXX) $(LDFLAGS) $^ $(LDLIBS) -ldl -o $@
 
 $(BUILD)/test_data: $(call obj,$(TEST_DATA_SRC)) $(CORE_LIB)
@@ -250,13 +279,20 @@ $(TSAN_BUILD)/obj/%.cpp.o: %.cpp
 $(TSAN_BUILD)/test_loader: $(TSAN_OBJ) $(CORE_LIB)
 	$(CXX) -fsanitize=thread -fopenmp $^ $(LDLIBS) -o $@
 
-test: deps
+# Seconds each libFuzzer target runs in `make test` (make fuzz runs them longer).
+FUZZ_CI_SECONDS ?= 10
+# The long trainings the sanitizer run leaves to the plain one: under ASan
+# each takes minutes (2-3 min for an integration run) repeating, step after
+# step, kernels and code the shorter tests run under ASan too.
+ASAN_TEST_EXCLUDE := integration:*,finetune_resnet: features pretrained*,torchvision parity: predict*,data-parallel: 2 and 4 ranks*
+test: deps fuzz-deps
 	@$(MAKE) --no-print-directory -j$(NPROC) all $(TSAN_BUILD)/test_loader
-	@$(MAKE) --no-print-directory -j$(NPROC) BUILD=$(ASAN_BUILD) SANITIZE=1 CUDA=0 \
+	@$(MAKE) --no-print-directory -j$(NPROC) BUILD=$(ASAN_BUILD) SANITIZE=1 CUDA=0 TEST_OBJ_FROM=$(BUILD) \
 	  $(ASAN_BUILD)/test_ember $(patsubst $(BUILD)/%,$(ASAN_BUILD)/%,$(APPS)) $(if $(filter 1,$(SIM)),$(ASAN_BUILD)/test_sim)
+	@$(MAKE) --no-print-directory fuzz-build
 	@bash tests/run_tests.sh $(TEST_BIN) $(if $(filter 1,$(SIM)),$(BUILD)/test_sim \
-	  "CUDASIM_SCHEDULE=reverse $(BUILD)/test_sim" $(ASAN_BUILD)/test_sim) $(ASAN_BUILD)/test_ember \
-	  $(TSAN_BUILD)/test_loader
+	  "CUDASIM_SCHEDULE=reverse $(BUILD)/test_sim" $(ASAN_BUILD)/test_sim) "$(ASAN_BUILD)/test_ember '-tce=$(ASAN_TEST_EXCLUDE)'" \
+	  $(TSAN_BUILD)/test_loader "bash tests/fuzz/run_fuzz.sh --build $(FUZZ_BUILD) --seconds $(FUZZ_CI_SECONDS)"
 
 # Train ResNet-20 on Fashion-MNIST with the defaults of train_resnet,
 # checkpointing every epoch under build/checkpoints/.

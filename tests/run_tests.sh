@@ -16,7 +16,10 @@
 # passed if it passed in at least one and failed in none, skipped only if
 # every run that listed it skipped it. A suite that exits non-zero with no
 # failed test case (a crash between tests, kernel coverage, no doctest
-# summary) counts as one failed entry of its own.
+# summary) counts as one failed entry of its own. A suite may also be the
+# fuzz runner (tests/fuzz/run_fuzz.sh): it writes the same results file, one
+# test case per target, and prints its "[fuzz] test cases: ..." summary in
+# doctest's form.
 set -u
 results=$(mktemp -d)
 trap 'rm -rf "$results"' EXIT
@@ -31,7 +34,7 @@ for suite in "$@"; do
   start=$(date +%s)
   bash -c "exec env EMBER_TEST_RESULTS=$(printf '%q' "$file") $suite" 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
-  summary=$(grep -E '^\[doctest\] test cases:' "$log" | tail -n 1)
+  summary=$(grep -E '^\[(doctest|fuzz)\] test cases:' "$log" | tail -n 1)
   rm -f "$log"
   seconds=$(( $(date +%s) - start ))
   # This run's outcome per test case: the last line for its name; a test case

@@ -19,6 +19,7 @@
 #include "engine/error.h"
 #include "engine/rng.h"
 #include "tests/photo_like.h"
+#include "tests/skip.h"
 #include "tests/test_helpers.h"
 
 #if EMBER_JPEG_TURBO
@@ -35,6 +36,8 @@ using ember::testing::photo_like_image;
 namespace {
 
 using Bytes = std::vector<uint8_t>;
+
+const ember::testing::needs kNeedsTurbo{"this build has no libjpeg-turbo (JPEG=stb)", jpeg_turbo_built};
 
 struct DiffStats {
   double mean = 0;     // mean |a - b| in levels
@@ -127,7 +130,7 @@ TEST_CASE("jpeg: the reduction is the largest 1/d that keeps the output's pixels
 }
 
 TEST_CASE("jpeg: libjpeg-turbo decodes whole images within a few levels of stb_image" *
-          doctest::skip(!jpeg_turbo_built())) {
+          kNeedsTurbo) {
   for (const auto& [h, w, c] : std::vector<std::tuple<int, int, int>>{{375, 500, 3}, {251, 333, 3}, {97, 61, 1}}) {
     CAPTURE(h);
     CAPTURE(w);
@@ -152,7 +155,7 @@ TEST_CASE("jpeg: libjpeg-turbo decodes whole images within a few levels of stb_i
 }
 
 TEST_CASE("jpeg: a crop decoded at full scale equals the same box of the whole image, bit for bit" *
-          doctest::skip(!jpeg_turbo_built())) {
+          kNeedsTurbo) {
   PhiloxStream rng(7, 1);
   int cropped_columns = 0, skipped_rows = 0;
   for (const auto& [h, w, c] : std::vector<std::tuple<int, int, int>>{{375, 500, 3}, {251, 333, 3}, {130, 77, 1}}) {
@@ -188,7 +191,7 @@ TEST_CASE("jpeg: a crop decoded at full scale equals the same box of the whole i
 // |d| <= 1.5, 2.5, 4 (about as close as the full-size path is: that one
 // aliases, sampling 2 of every d pixels where the DCT reduction uses all).
 TEST_CASE("jpeg: reduced decodes (1/2, 1/4, 1/8) stay within the stated tolerance of the full-size path" *
-          doctest::skip(!jpeg_turbo_built())) {
+          kNeedsTurbo) {
   PhiloxStream rng(8, 2);
   for (const auto& [h, w, c] : std::vector<std::tuple<int, int, int>>{{375, 500, 3}, {600, 800, 3}, {512, 384, 1}}) {
     const Bytes jpeg = jpeg_of(photo_like_image(h, w, c, 99 + uint64_t(h)));
@@ -227,7 +230,7 @@ TEST_CASE("jpeg: reduced decodes (1/2, 1/4, 1/8) stay within the stated toleranc
 }
 
 TEST_CASE("jpeg: resizing for im2rec from a reduced decode stays close to the full decode" *
-          doctest::skip(!jpeg_turbo_built())) {
+          kNeedsTurbo) {
   const Image src = photo_like_image(375, 500, 3, 5);
   const Bytes jpeg = jpeg_of(src);
   for (int side : {64, 128, 180}) {
@@ -248,7 +251,7 @@ TEST_CASE("jpeg: resizing for im2rec from a reduced decode stays close to the fu
 }
 
 TEST_CASE("jpeg: truncated and corrupt JPEGs are one-line errors naming the image" *
-          doctest::skip(!jpeg_turbo_built())) {
+          kNeedsTurbo) {
   const Bytes jpeg = jpeg_of(photo_like_image(120, 160, 3, 3));
   Image out;
   DecodedRegion region;
@@ -277,7 +280,7 @@ TEST_CASE("jpeg: truncated and corrupt JPEGs are one-line errors naming the imag
 }
 
 TEST_CASE("jpeg: the encoder round-trips, drops alpha, and its files decode with both decoders" *
-          doctest::skip(!jpeg_turbo_built())) {
+          kNeedsTurbo) {
   const Image src = photo_like_image(90, 120, 3, 21);
   const Bytes jpeg = jpeg_of(src, 95);
   Image back;

@@ -5,7 +5,7 @@
 #
 #   make fuzz                 every target for FUZZ_SECONDS (default 600) each
 #   make fuzz FUZZ_TARGETS="fuzz_json fuzz_idx" FUZZ_SECONDS=60
-#   make fuzz-ci              every target for 15 s against its committed corpus
+#   make fuzz-ci              every target for FUZZ_CI_SECONDS (10) against its committed corpus
 #                             (what a submission must pass)
 #   make fuzz-build           only build them
 #   make fuzz-deps            install clang-14 and its fuzzer runtime (apt-get)
@@ -64,7 +64,7 @@ fuzz: fuzz-build
 	@bash tests/fuzz/run_fuzz.sh --build $(FUZZ_BUILD) --seconds $(FUZZ_SECONDS) --jobs $(FUZZ_JOBS) $(FUZZ_TARGETS)
 
 fuzz-ci: fuzz-build
-	@bash tests/fuzz/run_fuzz.sh --build $(FUZZ_BUILD) --seconds 15 --jobs $(FUZZ_JOBS) $(FUZZ_NAMES)
+	@bash tests/fuzz/run_fuzz.sh --build $(FUZZ_BUILD) --seconds $(FUZZ_CI_SECONDS) --jobs $(FUZZ_JOBS) $(FUZZ_NAMES)
 
 $(FUZZ_BUILD)/obj/%.cpp.o: %.cpp
 	@mkdir -p $(dir $@)

@@ -17,6 +17,8 @@
 # sanitizer report fails the target; its input is copied to
 # tests/fuzz/crashes/<target>/ and the command that reproduces it printed.
 # The log of each run is DIR/logs/<target>.log. Exit status: 0 when all passed.
+# Under tests/run_tests.sh (EMBER_TEST_RESULTS set) each target also counts
+# as one test case, "fuzz: <target>".
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -109,4 +111,14 @@ for d in /dev/shm/ember-fuzz-* "${TMPDIR:-/tmp}"/ember-fuzz-*; do
   kill -0 "$pid" 2>/dev/null || rm -rf "$d"
 done
 echo "fuzz: ${#targets[@]} targets, $passed passed, $failed failed"
+# Inside tests/run_tests.sh (EMBER_TEST_RESULTS set): each target is one test
+# case "fuzz: <target>" of the closing count, and the summary line takes the
+# form run_tests.sh checks a suite's own count against.
+if [ -n "${EMBER_TEST_RESULTS:-}" ]; then
+  for t in "${targets[@]}"; do
+    [ "$(cat "$build/logs/$t.log.rc" 2>/dev/null || echo 1)" = 0 ] && r=passed || r=failed
+    printf '%s\tfuzz: %s\n' "$r" "$t" >> "$EMBER_TEST_RESULTS"
+  done
+  echo "[fuzz] test cases: ${#targets[@]} | $passed passed | $failed failed | 0 skipped"
+fi
 [ "$failed" = 0 ]
