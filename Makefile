@@ -151,11 +151,13 @@ SIM_TEST_OBJ := $(call simobj,$(TEST_SIM_SRC))
 # what the sanitizers instrument; the tests' own code is compiled once, plain
 # (half of this tree's compile time otherwise). The test sources whose code
 # depends on EMBER_CUDA are compiled here, for this tree's CUDA setting.
+# (Not the emulator suite's: cuda/sim/cudasim.h, which its kernels include,
+# poisons and unpoisons shared memory when __SANITIZE_ADDRESS__ is defined,
+# so its test code must be compiled with the sanitizer it runs under.)
 TEST_CUDA_DEPENDENT := tests/op_harness.cpp tests/test_ops.cpp tests/test_cuda_memory.cpp
 ifdef TEST_OBJ_FROM
   TEST_OBJ := $(patsubst %,$(TEST_OBJ_FROM)/obj/%.o,$(filter-out $(TEST_CUDA_DEPENDENT),$(TEST_SRC))) \
               $(call obj,$(filter $(TEST_CUDA_DEPENDENT),$(TEST_SRC)) $(if $(filter 1,$(CUDA)),$(TEST_CUDA_SRC)))
-  SIM_TEST_OBJ := $(patsubst %,$(TEST_OBJ_FROM)/obj-sim/%.o,$(TEST_SIM_SRC))
 endif
 
 .PHONY: all info deps torch-deps test train clean
@@ -275,7 +277,7 @@ TSAN_SRC := $(wildcard engine/*.cpp data/*.cpp) tests/test_main.cpp tests/kernel
 TSAN_OBJ := $(patsubst %,$(TSAN_BUILD)/obj/%.o,$(TSAN_SRC))
 $(TSAN_BUILD)/obj/%.cpp.o: %.cpp
 	@mkdir -p $(dir $@)
-	$(CXX) $(CPPFLAGS) -std=c++20 -O1 -g -fsanitize=thread -fopenmp $(WARN) -c $< -o $@
+	$(CXX) $(CPPFLAGS) $(if $(filter tests/%,$<),$(TEST_INCLUDE)) -std=c++20 -O1 -g -fsanitize=thread -fopenmp $(WARN) -c $< -o $@
 $(TSAN_BUILD)/test_loader: $(TSAN_OBJ) $(CORE_LIB)
 	$(CXX) -fsanitize=thread -fopenmp $^ $(LDLIBS) -o $@
 

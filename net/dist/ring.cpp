@@ -433,11 +433,23 @@ bool send_control(int fd, FrameOp op, uint64_t seq, uint64_t count, const std::s
   }
 }
 
-// Reads and drops whatever has arrived, so closing sends FIN rather than RST.
-void drain(int fd) {
+// After shutdown(SHUT_WR): reads and drops what the peer still sends until
+// it closes too (end of file) or `deadline`, so that closing sends FIN rather
+// than RST. A reset would make the peer's kernel drop what it has not read
+// yet — an abort frame this rank just sent it, explaining the failure — and
+// report "connection reset by peer" instead. Only what has arrived by then
+// is read; a peer that neither sends nor closes costs the wait until
+// `deadline`.
+void drain(int fd, Deadline deadline) {
   char buf[4096];
-  for (int i = 0; i < 1024; ++i)
-    if (::recv(fd, buf, sizeof buf, MSG_DONTWAIT) <= 0) break;
+  for (;;) {
+    const ssize_t k = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (k > 0) continue;
+    if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return;
+    pollfd p{fd, POLLIN, 0};
+    const int ms = ms_until(deadline);
+    if (ms <= 0 || ::poll(&p, 1, ms) <= 0) return;
+  }
 }
 
 }  // namespace
@@ -460,17 +472,17 @@ void Ring::send_abort(const std::string& reason) {
   if (told_ != prev_.rank) send_control(from_prev_.get(), FrameOp::abort, seq_, 0, reason, deadline);
 }
 
-void Ring::close() {
-  if (failure_.empty()) {
+void Ring::close(bool goodbye) {
+  if (goodbye && failure_.empty()) {
     const Deadline deadline = deadline_in(2.0);
     if (!next_gone_) send_control(to_next_.get(), FrameOp::goodbye, seq_, seq_, "", deadline);
     send_control(from_prev_.get(), FrameOp::goodbye, seq_, seq_, "", deadline);
   }
-  for (int fd : {to_next_.get(), from_prev_.get()}) {
-    if (fd < 0) continue;
-    ::shutdown(fd, SHUT_WR);
-    drain(fd);
-  }
+  for (int fd : {to_next_.get(), from_prev_.get()})
+    if (fd >= 0) ::shutdown(fd, SHUT_WR);
+  const Deadline linger = deadline_in(0.5);
+  for (int fd : {to_next_.get(), from_prev_.get()})
+    if (fd >= 0) drain(fd, linger);
   to_next_.reset();
   from_prev_.reset();
 }

@@ -89,8 +89,11 @@ class Ring {
   // most) why this rank stops. Neighbours that reported the error themselves
   // are not told again.
   void send_abort(const std::string& reason);
-  // Orderly close: a goodbye frame to both neighbours, then shutdown.
-  void close();
+  // Orderly close: a goodbye frame to both neighbours (only with `goodbye`
+  // and no failure), then shutdown, and reading until the neighbours close
+  // too (half a second at most), so an abort frame just sent is not lost to
+  // a reset.
+  void close(bool goodbye = true);
 
   uint64_t collectives_done() const { return seq_; }
   const RingPeer& next() const { return next_; }

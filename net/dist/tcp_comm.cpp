@@ -302,7 +302,7 @@ void TcpComm::worker() {
       queue_.pop_front();
     }
     if (op.kind == Kind::close) {
-      if (failure_.empty()) ring_->close();
+      ring_->close(/*goodbye=*/failure_.empty());  // after a failure: no goodbye, but no reset either
       op.work->finish("", 0);
       return;
     }
