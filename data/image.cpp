@@ -497,19 +497,10 @@ void resize_short_side(const Image& src, int short_side, Image& out) {
   check_box(src, Box{0, 0, src.width, src.height}, 1, 1, "resize_short_side");
   EMBER_CHECK(short_side > 0, "resize_short_side: short side ", short_side, " must be positive");
   EMBER_CHECK(&src != &out, "resize_short_side: source and output must differ");
+  // Shrinking the short side shrinks both (area averaging), growing it grows
+  // both (bilinear): resize_image's rule gives the same choice.
   const auto [out_h, out_w] = short_side_size(src.height, src.width, short_side);
-  if (out_h == src.height && out_w == src.width) {
-    out = src;
-    return;
-  }
-  if (short_side < std::min(src.height, src.width)) {
-    area_resize(src, out_h, out_w, out);
-    return;
-  }
-  out.height = out_h, out.width = out_w, out.channels = src.channels;
-  out.pixels.resize(size_t(out_h) * size_t(out_w) * size_t(src.channels));
-  bilinear(src, whole_pixels(0, src.width), whole_pixels(0, src.height), out_h, out_w, false, /*planar=*/false,
-           out.pixels.data());
+  resize_image(src, out_h, out_w, out);
 }
 
 namespace {
