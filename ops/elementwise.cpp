@@ -1,5 +1,6 @@
 // ops/elementwise.cpp — add, scale, sum, cast, relu and add + relu with their
-// gradients.
+// gradients, and the ops of ops/pointwise.h (gelu) through one wrapper,
+// detail::pointwise.
 #include "ops/op_helpers.h"
 #include "ops/ops.h"
 
@@ -91,5 +92,33 @@ Tensor add_relu(const Tensor& a, const Tensor& b) {
     return std::vector<Tensor>{g, g};
   });
 }
+
+// ------------------------------------------------------------ pointwise ops
+
+// y = Op::forward(x) elementwise for an op of ops/pointwise.h, with
+// gx = gy * Op::derivative(x). x is kept for the backward only if the op reads it.
+Tensor detail::pointwise(const Tensor& x, PointwiseOp op, const PointwiseArgs& args) {
+  const char* name = pointwise_name(op);
+  require_float(x, name, "input");
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  auto [k, s] = launch_on(x);
+  k.pointwise_forward(x.dtype(), op, x.raw_data(), y.raw_data(), x.numel(), args, s);
+  if (!should_record({&x})) return y;
+  const bool reads_x = with_pointwise_fn(op, [](auto fn) { return decltype(fn)::backward_reads_x; });
+  Tensor saved = reads_x ? x.detach() : Tensor();
+  const Shape shape = x.shape();
+  const DType dt = x.dtype();
+  const Device device = x.device();
+  return record_op(name, y, {&x}, [saved, shape, dt, device, op, args](const Tensor& gy, GradMask) {
+    Tensor gx = Tensor::empty(shape, dt, device);
+    auto [k2, s2] = launch_on(gy);
+    k2.pointwise_backward(dt, op, saved.defined() ? saved.raw_data() : nullptr, gy.raw_data(), gx.raw_data(),
+                          gx.numel(), args, s2);
+    return std::vector<Tensor>{gx};
+  });
+}
+
+// gelu(x) = x * Phi(x)
+Tensor gelu(const Tensor& x) { return pointwise(x, PointwiseOp::gelu, {}); }
 
 }  // namespace ember::ops

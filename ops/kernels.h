@@ -38,6 +38,7 @@
 
 #include "engine/device.h"
 #include "engine/dtype.h"
+#include "ops/pointwise.h"
 
 namespace ember {
 
@@ -112,6 +113,15 @@ struct Kernels {
   void (*relu_forward)(DType dt, const void* x, void* y, int64_t n, Stream stream);
   // gx = y > 0 ? gy : 0  (y is relu's output)                 y, gy, gx: [n]
   void (*relu_backward)(DType dt, const void* y, const void* gy, void* gx, int64_t n, Stream stream);
+  // The ops of ops/pointwise.h, one kernel pair for all of them (computed in
+  // f32, f64 for f64 data):
+  //   y[i] = Op::forward(x[i], i, args)                                  x, y: [n]
+  //   gx[i] = gy[i] * Op::derivative(x[i], i, args)                      x, gy, gx: [n]
+  // (x may be null in the backward of an op whose backward_reads_x is false)
+  void (*pointwise_forward)(DType dt, PointwiseOp op, const void* x, void* y, int64_t n, const PointwiseArgs& args,
+                            Stream stream);
+  void (*pointwise_backward)(DType dt, PointwiseOp op, const void* x, const void* gy, void* gx, int64_t n,
+                             const PointwiseArgs& args, Stream stream);
 
   // ------------------------------------------------ per-channel broadcasts
   // y[o, c, i] += b[c]                         y: [outer, channels, inner]  b: [channels]
@@ -252,7 +262,8 @@ struct Kernels {
 
 // The list of every member above, for tests that must cover all of them.
 #define EMBER_FOR_EACH_KERNEL(X)                                                                            \
-  X(fill) X(cast) X(copy_2d) X(add) X(add_relu) X(axpby) X(relu_forward) X(relu_backward) X(bias_add)       \
+  X(fill) X(cast) X(copy_2d) X(add) X(add_relu) X(axpby) X(relu_forward) X(relu_backward)                \
+  X(pointwise_forward) X(pointwise_backward) X(bias_add)                                                   \
   X(bias_backward) X(sum) X(argmax_rows) X(gemm) X(im2col) X(col2im) X(conv2d_forward) X(conv2d_backward_data) \
   X(conv2d_backward_filter) X(batch_norm_forward_train) X(batch_norm_backward_train)                      \
   X(batch_norm_relu_forward_train) X(batch_norm_relu_backward_train) X(batch_norm_forward_eval)            \

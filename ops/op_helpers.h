@@ -45,6 +45,9 @@ inline Launch launch_on(const Tensor& t) { return {kernels_for(t.device()), stre
 
 namespace ember::ops::detail {
 
+// An op of ops/pointwise.h on x, with its backward recorded (ops/elementwise.cpp).
+Tensor pointwise(const Tensor& x, PointwiseOp op, const PointwiseArgs& args);
+
 // Installs the kernel-backed gradient accumulation into the engine (once).
 void install_grad_accumulator();
 

@@ -47,6 +47,8 @@ Tensor relu(const Tensor& x);
 // relu(a + b) in one pass (the residual connection); the gradient of both
 // inputs is relu's of the output.
 Tensor add_relu(const Tensor& a, const Tensor& b);
+// x * Phi(x), Phi the standard normal CDF (PyTorch's gelu, the exact form).
+Tensor gelu(const Tensor& x);
 
 struct Conv2dOptions {
   int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;

@@ -412,6 +412,37 @@ TEST_CASE("ops: add, scale, sum, relu, add_relu, cast through the harness") {
   run_cases(cases);
 }
 
+// ================================================================== pointwise ops (ops/pointwise.h)
+
+TEST_CASE("ops: the pointwise ops through the harness") {
+  std::vector<OpCase> cases;
+  {
+    OpCase c;  // gelu(x) = x * Phi(x), from the definition of the normal CDF
+    c.name = "gelu";
+    c.inputs = {test::input("x", {3, 4, 5}, Gen::uniform, -4, 4)};
+    c.forward = [](const Ins& in) { return Outs{ops::gelu(in[0])}; };
+    c.reference = [](const InVals& v) {
+      return Refs{{Shape{3, 4, 5}, map(v[0], [](double a) { return a * 0.5 * std::erfc(-a / std::sqrt(2.0)); })}};
+    };
+    cases.push_back(c);
+  }
+  {
+    OpCase c;  // odd length past one thread's share; gelu of a gelu (the backward of a chain)
+    c.name = "gelu_gelu_large";
+    c.inputs = {test::input("x", {1, 70001}, Gen::uniform, -3, 3)};
+    c.forward = [](const Ins& in) { return Outs{ops::gelu(ops::gelu(in[0]))}; };
+    c.reference = [](const InVals& v) {
+      auto g = [](double a) { return a * 0.5 * std::erfc(-a / std::sqrt(2.0)); };
+      Values y(v[0]);
+      for (auto& a : y) a = g(g(a));
+      return Refs{{Shape{1, 70001}, y}};
+    };
+    c.max_fd_elements = 64;
+    cases.push_back(c);
+  }
+  run_cases(cases);
+}
+
 TEST_CASE("ops: relu's gradient at exactly 0 is 0 (PyTorch's convention)") {
   for (DType dt : {DType::f32, DType::f64}) {
     Tensor x = Tensor::from_vector({0.0, -0.0, 1.0, -1.0}, {4}, dt);

@@ -1,5 +1,6 @@
 // cuda/kernels/elementwise.cu — the elementwise and per-channel broadcast
-// CUDA kernels: add, axpby, relu forward/backward, bias add and its gradient
+// CUDA kernels: add, axpby, relu forward/backward, the pointwise ops of
+// ops/pointwise.h, bias add and its gradient
 // (the counterparts of ops/cpu/elementwise.cpp).
 //
 // The elementwise kernels are one grid-stride pass, one element per thread
@@ -71,6 +72,26 @@ template <typename T>
 __global__ void relu_backward_kernel(const T* y, const T* gy, T* gx, int64_t n) {
   for (int64_t i = grid_thread_index(); i < n; i += grid_thread_count())
     gx[i] = to_compute(y[i]) > compute_t<T>(0) ? gy[i] : to_storage<T>(0.0f);
+}
+
+// The ops of ops/pointwise.h, computed in compute_t<T>:
+//   y[i] = Op::forward(x[i], i, args)                           x, y: [n]
+template <typename Op, typename T>
+__global__ void pointwise_forward_kernel(const T* x, T* y, int64_t n, PointwiseArgs args) {
+  using C = compute_t<T>;
+  for (int64_t i = grid_thread_index(); i < n; i += grid_thread_count())
+    y[i] = to_storage<T>(Op::forward(C(to_compute(x[i])), i, args));
+}
+
+//   gx[i] = gy[i] * Op::derivative(x[i], i, args)               x, gy, gx: [n]
+// (x is not read, and may be null, when Op::backward_reads_x is false)
+template <typename Op, typename T>
+__global__ void pointwise_backward_kernel(const T* x, const T* gy, T* gx, int64_t n, PointwiseArgs args) {
+  using C = compute_t<T>;
+  for (int64_t i = grid_thread_index(); i < n; i += grid_thread_count()) {
+    const C xi = Op::backward_reads_x ? C(to_compute(x[i])) : C(0);
+    gx[i] = to_storage<T>(C(to_compute(gy[i])) * Op::derivative(xi, i, args));
+  }
 }
 
 // y[o, c, i] += b[c]                           y: [outer, channels, inner]  b: [channels]
@@ -157,6 +178,36 @@ void relu_backward(DType dt, const void* y, const void* gy, void* gx, int64_t n,
     if (n <= 0) return;
     launch(relu_backward_kernel<T>, dim3(blocks_for(n, kElementwiseThreads)), dim3(kElementwiseThreads), 0,
            as_cuda_stream(stream), static_cast<const T*>(y), static_cast<const T*>(gy), static_cast<T*>(gx), n);
+  });
+}
+
+// y[i] = Op::forward(x[i], i, args)                        x, y: [n]
+void pointwise_forward(DType dt, PointwiseOp op, const void* x, void* y, int64_t n, const PointwiseArgs& args,
+                       Stream stream) {
+  with_pointwise_fn(op, [&](auto fn) {
+    using Op = decltype(fn);
+    dispatch_float_half(dt, pointwise_name(op), [&](auto zero) {
+      using T = decltype(zero);
+      if (n <= 0) return;
+      launch(pointwise_forward_kernel<Op, T>, dim3(blocks_for(n, kElementwiseThreads)), dim3(kElementwiseThreads),
+             0, as_cuda_stream(stream), static_cast<const T*>(x), static_cast<T*>(y), n, args);
+    });
+  });
+}
+
+// gx[i] = gy[i] * Op::derivative(x[i], i, args)             x, gy, gx: [n]
+void pointwise_backward(DType dt, PointwiseOp op, const void* x, const void* gy, void* gx, int64_t n,
+                        const PointwiseArgs& args, Stream stream) {
+  with_pointwise_fn(op, [&](auto fn) {
+    using Op = decltype(fn);
+    EMBER_CHECK(x != nullptr || !Op::backward_reads_x, "cuda pointwise_backward: ", pointwise_name(op), " needs x");
+    dispatch_float_half(dt, pointwise_name(op), [&](auto zero) {
+      using T = decltype(zero);
+      if (n <= 0) return;
+      launch(pointwise_backward_kernel<Op, T>, dim3(blocks_for(n, kElementwiseThreads)), dim3(kElementwiseThreads),
+             0, as_cuda_stream(stream), static_cast<const T*>(x), static_cast<const T*>(gy), static_cast<T*>(gx), n,
+             args);
+    });
   });
 }
 

@@ -32,6 +32,10 @@ void add_relu(DType dt, const void* a, const void* b, void* y, int64_t n, Stream
 void axpby(DType dt, double alpha, const void* x, double beta, void* y, int64_t n, Stream stream);
 void relu_forward(DType dt, const void* x, void* y, int64_t n, Stream stream);
 void relu_backward(DType dt, const void* y, const void* gy, void* gx, int64_t n, Stream stream);
+void pointwise_forward(DType dt, PointwiseOp op, const void* x, void* y, int64_t n, const PointwiseArgs& args,
+                       Stream stream);
+void pointwise_backward(DType dt, PointwiseOp op, const void* x, const void* gy, void* gx, int64_t n,
+                        const PointwiseArgs& args, Stream stream);
 void bias_add(DType dt, void* y, const void* b, int64_t outer, int64_t channels, int64_t inner, Stream stream);
 void bias_backward(DType dt, const void* gy, void* gb, int64_t outer, int64_t channels, int64_t inner,
                    Stream stream);

@@ -1,6 +1,6 @@
 // ops/cpu/elementwise.cpp — the elementwise and per-channel broadcast CPU
-// kernels: add, add + relu, axpby, relu forward/backward, bias add and its
-// gradient.
+// kernels: add, add + relu, axpby, relu forward/backward, the pointwise ops
+// of ops/pointwise.h, bias add and its gradient.
 //
 // All of them are memory-bound, so each is one pass over its arrays, split
 // into contiguous chunks across threads, with an inner loop GCC vectorises.
@@ -152,6 +152,45 @@ void relu_backward(DType dt, const void* y, const void* gy, void* gx, int64_t n,
   // g is read unconditionally (an argument) so the select vectorises.
   binary_elementwise(dt, "relu_backward", y, gy, gx, n,
                      [](auto out, auto g) { return out > decltype(out)(0) ? g : decltype(out)(0); });
+}
+
+// The ops of ops/pointwise.h: one loop each way, instantiated per op.
+//   y[i] = Op::forward(x[i], i, args)                          x, y: [n]
+void pointwise_forward(DType dt, PointwiseOp op, const void* x, void* y, int64_t n, const PointwiseArgs& args,
+                       Stream) {
+  with_pointwise_fn(op, [&](auto fn) {
+    using Op = decltype(fn);
+    dispatch_storage(dt, pointwise_name(op), [&](auto zero) {
+      using S = decltype(zero);
+      using T = compute_t<S>;
+      for_chunks<S>(n, [&](int64_t o, int64_t m) {
+        const T* px = load<0>(static_cast<const S*>(x) + o, m);
+        T* py = out_ptr<1>(static_cast<S*>(y) + o, m);
+        for (int64_t i = 0; i < m; ++i) py[i] = Op::forward(px[i], o + i, args);
+        store(py, static_cast<S*>(y) + o, m);
+      });
+    });
+  });
+}
+
+//   gx[i] = gy[i] * Op::derivative(x[i], i, args)              x, gy, gx: [n]
+void pointwise_backward(DType dt, PointwiseOp op, const void* x, const void* gy, void* gx, int64_t n,
+                        const PointwiseArgs& args, Stream) {
+  with_pointwise_fn(op, [&](auto fn) {
+    using Op = decltype(fn);
+    EMBER_CHECK(x != nullptr || !Op::backward_reads_x, "cpu pointwise_backward: ", pointwise_name(op), " needs x");
+    dispatch_storage(dt, pointwise_name(op), [&](auto zero) {
+      using S = decltype(zero);
+      using T = compute_t<S>;
+      for_chunks<S>(n, [&](int64_t o, int64_t m) {
+        const T* px = Op::backward_reads_x ? load<0>(static_cast<const S*>(x) + o, m) : nullptr;
+        const T* pg = load<1>(static_cast<const S*>(gy) + o, m);
+        T* pgx = out_ptr<2>(static_cast<S*>(gx) + o, m);
+        for (int64_t i = 0; i < m; ++i) pgx[i] = pg[i] * Op::derivative(px ? px[i] : T(0), o + i, args);
+        store(pgx, static_cast<S*>(gx) + o, m);
+      });
+    });
+  });
 }
 
 // y[o, c, i] += b[c]                         y: [outer, channels, inner]  b: [channels]
