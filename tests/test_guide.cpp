@@ -1,6 +1,7 @@
 // tests/test_guide.cpp — the docs' line links and quoted code still match the
 // code (tests/doc_links.h: the rules): the checker on small docs written
-// next to a small source file, then README.md and every docs/*.md of the repo.
+// next to a small source file, then README.md and every docs/*.md of the repo;
+// and tests/run_guide_commands.sh, which runs a doc's commands, on small docs.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -8,9 +9,11 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "tests/doc_links.h"
+#include "tests/process_helpers.h"
 #include "tests/test_helpers.h"
 
 namespace {
@@ -152,4 +155,41 @@ TEST_CASE("guide: README.md and docs/*.md point at the code they describe") {
       CHECK_MESSAGE(r.line_links + r.file_links > 0, "docs/guide.md: no links found in it: is the parser broken?");
   }
   MESSAGE("checked" << checked.str());
+}
+
+TEST_CASE("guide: run_guide_commands.sh runs, skips and counts a doc's commands") {
+  const Repo repo;
+  const auto run = [&](const std::string& markdown, const std::string& name) {
+    repo.write(name + ".md", markdown);
+    const std::string results = repo.dir.file(name + ".results");
+    ember::testing::process::Process p(name, {"bash", "tests/run_guide_commands.sh", repo.dir.file(name + ".md")},
+                                       {{"EMBER_TEST_RESULTS", results}}, repo.dir.path.string());
+    REQUIRE_MESSAGE(p.wait_for(60), p.describe());
+    return std::tuple{p.exit_code(), p.out(), ember::testing::process::read_text(results)};
+  };
+  const auto [code, out, results] = run(
+      "```console\n$ true\n$ false\n$ build/train_resnet --gpus 0\n$ true --all-day\n```\n"
+      "<!-- ci: true -->\n<!-- ci: false -->\n\n<!-- ci-skip: needs a GPU -->\n<!-- ci: true -->\n",
+      "doc");
+  const std::string doc = repo.dir.file("doc.md");
+  CHECK(code == 1);
+  CHECK(ember::testing::contains(out, "[guide] test cases: 4 | 2 passed | 1 failed | 1 skipped\n"));
+  CHECK(results == "running\tguide: " + doc + ":2 true\npassed\tguide: " + doc + ":2 true\n" +
+                       "running\tguide: " + doc + ":3 false\nfailed\tguide: " + doc + ":3 false\n" +
+                       "skipped\tguide: " + doc + ":4 build/train_resnet --gpus 0\tneeds a GPU\n" +
+                       "running\tguide: " + doc + ":5 true\npassed\tguide: " + doc + ":5 true\n");
+
+  // Format errors: nothing runs.
+  const std::string touch = "touch " + repo.dir.file("ran");
+  const auto [bad_code, bad_out, bad_results] =
+      run("```console\n$ " + touch + "\n$ make\n```\n<!-- ci: " + touch + " -->\n\n" +
+              "```console\n$ build/train_resnet\n```\n<!-- ci: " + touch + " -->\n",
+          "bad");
+  const std::string bad = repo.dir.file("bad.md");
+  const std::string count = bad + ":5: 1 ci comments for the 2 commands of the block at line 1";
+  const std::string program = bad + ":10: the ci form runs 'touch', the command at line 8 runs 'build/train_resnet'";
+  CHECK(bad_code == 1);
+  CHECK(bad_out == count + "\n" + program + "\n[guide] test cases: 2 | 0 passed | 2 failed | 0 skipped\n");
+  CHECK(bad_results == "failed\tguide: " + count + "\nfailed\tguide: " + program + "\n");
+  CHECK(!fs::exists(repo.dir.path / "ran"));
 }
