@@ -9,7 +9,8 @@
 #                     the whole CPU suite and the emulator suite under
 #                     AddressSanitizer + UBSan, the threaded loader and packer
 #                     tests under ThreadSanitizer, every libFuzzer target of the
-#                     parsers for FUZZ_CI_SECONDS (tests/fuzz/fuzz.mk)
+#                     parsers for FUZZ_CI_SECONDS (tests/fuzz/fuzz.mk), and
+#                     the commands of docs/guide.md (tests/run_guide_commands.sh)
 #   make train        install missing packages, build, train ResNet-20 on Fashion-MNIST
 #   make deps         only install what is missing (apt-get, needs root)
 #   make torch-deps   also Debian's PyTorch + torchvision (the optional
@@ -294,7 +295,8 @@ test: deps fuzz-deps
 	@$(MAKE) --no-print-directory fuzz-build
 	@bash tests/run_tests.sh $(TEST_BIN) $(if $(filter 1,$(SIM)),$(BUILD)/test_sim \
 	  "CUDASIM_SCHEDULE=reverse $(BUILD)/test_sim" $(ASAN_BUILD)/test_sim) "$(ASAN_BUILD)/test_ember '-tce=$(ASAN_TEST_EXCLUDE)'" \
-	  $(TSAN_BUILD)/test_loader "bash tests/fuzz/run_fuzz.sh --build $(FUZZ_BUILD) --seconds $(FUZZ_CI_SECONDS)"
+	  $(TSAN_BUILD)/test_loader "bash tests/fuzz/run_fuzz.sh --build $(FUZZ_BUILD) --seconds $(FUZZ_CI_SECONDS)" \
+	  $(if $(wildcard docs/guide.md),"bash tests/run_guide_commands.sh docs/guide.md")
 
 # Train ResNet-20 on Fashion-MNIST with the defaults of train_resnet,
 # checkpointing every epoch under build/checkpoints/.

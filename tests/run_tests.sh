@@ -19,7 +19,8 @@
 # summary) counts as one failed entry of its own. A suite may also be the
 # fuzz runner (tests/fuzz/run_fuzz.sh): it writes the same results file, one
 # test case per target, and prints its "[fuzz] test cases: ..." summary in
-# doctest's form.
+# doctest's form; so does the guide's command runner
+# (tests/run_guide_commands.sh: "[guide] test cases: ...", one per command).
 set -u
 results=$(mktemp -d)
 trap 'rm -rf "$results"' EXIT
@@ -34,7 +35,7 @@ for suite in "$@"; do
   start=$(date +%s)
   bash -c "exec env EMBER_TEST_RESULTS=$(printf '%q' "$file") $suite" 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
-  summary=$(grep -E '^\[(doctest|fuzz)\] test cases:' "$log" | tail -n 1)
+  summary=$(grep -E '^\[(doctest|fuzz|guide)\] test cases:' "$log" | tail -n 1)
   rm -f "$log"
   seconds=$(( $(date +%s) - start ))
   # This run's outcome per test case: the last line for its name; a test case
