@@ -1,5 +1,5 @@
 // ops/elementwise.cpp — add, scale, sum, cast, relu and add + relu with their
-// gradients, and the ops of ops/pointwise.h (gelu) through one wrapper,
+// gradients, and the ops of ops/pointwise.h (gelu, dropout) through one wrapper,
 // detail::pointwise.
 #include "ops/op_helpers.h"
 #include "ops/ops.h"
@@ -120,5 +120,14 @@ Tensor detail::pointwise(const Tensor& x, PointwiseOp op, const PointwiseArgs& a
 
 // gelu(x) = x * Phi(x)
 Tensor gelu(const Tensor& x) { return pointwise(x, PointwiseOp::gelu, {}); }
+
+// y = x * mask / (1 - p);  gx = gy * mask / (1 - p), the mask drawn again
+Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
+  require_float(x, "dropout", "input");
+  EMBER_CHECK(p >= 0.0 && p <= 1.0, "dropout: p must be in [0, 1], got ", p);
+  if (!training || p == 0.0) return x;
+  const uint64_t offset = gen.reserve_blocks((uint64_t(x.numel()) + 3) / 4);
+  return pointwise(x, PointwiseOp::dropout, {p, gen.seed(), offset});
+}
 
 }  // namespace ember::ops

@@ -49,6 +49,11 @@ Tensor relu(const Tensor& x);
 Tensor add_relu(const Tensor& a, const Tensor& b);
 // x * Phi(x), Phi the standard normal CDF (PyTorch's gelu, the exact form).
 Tensor gelu(const Tensor& x);
+// Dropout (PyTorch's): in training each element is zeroed with probability
+// p and the others are scaled by 1 / (1 - p). The mask is drawn from gen
+// (ceil(n / 4) Philox blocks) and recomputed, not stored, for the gradient.
+// Not training, or p == 0: x itself.
+Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
 
 struct Conv2dOptions {
   int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;

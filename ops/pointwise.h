@@ -66,9 +66,27 @@ struct Gelu {
   }
 };
 
+// dropout (training): element i is dropped (0) with probability p, else
+// scaled by 1 / (1 - p). Its draw is Philox (seed, block offset + i / 4,
+// word i % 4) as a uniform u in [0, 1), and u < p drops it; the backward
+// recomputes the same mask from the same draws instead of storing one.
+struct Dropout {
+  static constexpr bool backward_reads_x = false;
+  template <typename T>
+  EMBER_POINTWISE_FN static T derivative(T, int64_t i, const PointwiseArgs& a) {
+    const PhiloxBlock r = philox4x32(a.seed, a.offset + (uint64_t(i) >> 2), 0);
+    const bool keep = double(u32_to_unit(r.w[i & 3])) >= a.p;
+    return keep ? T(1) / (T(1) - T(a.p)) : T(0);
+  }
+  template <typename T>
+  EMBER_POINTWISE_FN static T forward(T x, int64_t i, const PointwiseArgs& a) {
+    return x * derivative(x, i, a);
+  }
+};
+
 // The list of pointwise ops: X(name, struct). The enum, the kernels'
 // dispatch and the tests' coverage all come from it.
-#define EMBER_FOR_EACH_POINTWISE(X) X(gelu, Gelu)
+#define EMBER_FOR_EACH_POINTWISE(X) X(gelu, Gelu) X(dropout, Dropout)
 
 enum class PointwiseOp : int {
 #define EMBER_POINTWISE_ENUM_(name, Fn) name,

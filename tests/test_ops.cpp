@@ -440,7 +440,64 @@ TEST_CASE("ops: the pointwise ops through the harness") {
     c.max_fd_elements = 64;
     cases.push_back(c);
   }
+  // Dropout with a fixed generator seed (a fresh Generator per forward, so the
+  // finite differences see one mask), against the mask derived here from the
+  // Philox words: element i is kept when its uniform draw is >= p.
+  // (p == 0 returns x itself: the test case below.)
+  for (const auto& [p, shape] : {std::pair{0.3, Shape{3, 4, 5}}, std::pair{0.5, Shape{1, 70001}},
+                                 std::pair{1.0, Shape{4, 5}}}) {
+    OpCase c;
+    c.name = "dropout_p" + std::to_string(int(p * 100)) + "%_" + shape.str();
+    c.inputs = {test::input("x", shape)};
+    c.forward = [p](const Ins& in) {
+      Generator gen(77);
+      return Outs{ops::dropout(in[0], p, true, gen)};
+    };
+    c.reference = [p, shape](const InVals& v) {
+      Values y(v[0]);
+      for (size_t i = 0; i < y.size(); ++i) {
+        const PhiloxBlock r = philox4x32(77, i / 4, 0);
+        y[i] = double(u32_to_unit(r.w[i % 4])) >= p ? y[i] / (1.0 - p) : 0.0;
+      }
+      return Refs{{shape, y}};
+    };
+    if (shape.numel() > 1000) c.max_fd_elements = 64;
+    cases.push_back(c);
+  }
   run_cases(cases);
+}
+
+TEST_CASE("ops: dropout drops a fraction p, draws a new mask per call, and is the identity in eval") {
+  const int64_t n = 1 << 20;
+  Tensor x = Tensor::full({n}, 2.0, DType::f32, Device::cpu());
+  Generator gen(5);
+  for (double p : {0.1, 0.5, 0.9}) {
+    CAPTURE(p);
+    const std::vector<double> y = ops::dropout(x, p, true, gen).to_double_vector();
+    int64_t dropped = 0, wrong_scale = 0;
+    for (double v : y) {
+      if (v == 0.0) ++dropped;
+      else if (std::abs(v - 2.0 / (1.0 - p)) > 1e-5 * v) ++wrong_scale;
+    }
+    CHECK(wrong_scale == 0);
+    // 5 standard deviations of the binomial count
+    CHECK(std::abs(double(dropped) - p * n) < 5.0 * std::sqrt(n * p * (1 - p)));
+  }
+  // Two calls on one generator draw different masks; the same seed again repeats the first.
+  Generator a(9), b(9);
+  const auto m1 = ops::dropout(x, 0.5, true, a).to_double_vector();
+  const auto m2 = ops::dropout(x, 0.5, true, a).to_double_vector();
+  const auto m1_again = ops::dropout(x, 0.5, true, b).to_double_vector();
+  CHECK(m1 != m2);
+  CHECK(m1 == m1_again);
+  // Eval mode and p == 0 return the input itself.
+  CHECK(ops::dropout(x, 0.5, false, a).raw_data() == x.raw_data());
+  CHECK(ops::dropout(x, 0.0, true, a).raw_data() == x.raw_data());
+  expect_error([&] { ops::dropout(x, -0.1, true, a); }, "dropout: p must be in [0, 1], got -0.1");
+  expect_error([&] { ops::dropout(x, 1.5, true, a); }, "dropout: p must be in [0, 1], got 1.5");
+  expect_error([&] { ops::dropout(x, std::nan(""), true, a); }, "dropout: p must be in [0, 1]");
+  expect_error([&] { ops::dropout(Tensor::zeros({2}, DType::i64, Device::cpu()), 0.5, true, a); },
+               "dropout: input must be f32, f64, f16 or bf16");
 }
 
 TEST_CASE("ops: relu's gradient at exactly 0 is 0 (PyTorch's convention)") {
