@@ -12,10 +12,10 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_
     : options(ops::Conv2dOptions::square(stride, padding)) {
   EMBER_CHECK(in_channels > 0 && out_channels > 0 && kernel > 0, "Conv2d: sizes must be positive");
   weight = Tensor::zeros({out_channels, in_channels, kernel, kernel}, dtype);
-  register_parameter("weight", &weight, true);
+  register_parameter("weight", &weight, /*decay=*/true);
   if (with_bias) {
     bias = Tensor::zeros({out_channels}, dtype);
-    register_parameter("bias", &bias, false);
+    register_parameter("bias", &bias, /*decay=*/false);
   }
 }
 
@@ -28,8 +28,8 @@ BatchNorm2d::BatchNorm2d(int64_t channels, double eps_, double momentum_, DType 
   running_mean = Tensor::zeros({channels}, pt);
   running_var = Tensor::full({channels}, 1.0, pt);
   num_batches_tracked = Tensor::zeros(Shape{}, DType::i64);
-  register_parameter("weight", &weight, false, /*keep_f32=*/true);
-  register_parameter("bias", &bias, false, /*keep_f32=*/true);
+  register_parameter("weight", &weight, /*decay=*/false, /*keep_f32=*/true);
+  register_parameter("bias", &bias, /*decay=*/false, /*keep_f32=*/true);
   register_buffer("running_mean", &running_mean);
   register_buffer("running_var", &running_var);
   register_buffer("num_batches_tracked", &num_batches_tracked, /*host_only=*/true);
@@ -58,10 +58,10 @@ void set_sync_batch_norm(Module& model, std::shared_ptr<const ops::BatchNormSync
 Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, DType dtype) {
   EMBER_CHECK(in_features > 0 && out_features > 0, "Linear: sizes must be positive");
   weight = Tensor::zeros({out_features, in_features}, dtype);
-  register_parameter("weight", &weight, true);
+  register_parameter("weight", &weight, /*decay=*/true);
   if (with_bias) {
     bias = Tensor::zeros({out_features}, dtype);
-    register_parameter("bias", &bias, false);
+    register_parameter("bias", &bias, /*decay=*/false);
   }
 }
 

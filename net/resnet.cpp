@@ -11,7 +11,7 @@ namespace {
 
 std::shared_ptr<Sequential> make_downsample(int64_t in, int64_t out, int64_t stride, DType dtype) {
   auto seq = std::make_shared<Sequential>();
-  seq->append(std::make_shared<Conv2d>(in, out, 1, stride, 0, false, dtype));
+  seq->append(std::make_shared<Conv2d>(in, out, 1, stride, 0, /*bias=*/false, dtype));
   seq->append(std::make_shared<BatchNorm2d>(out, 1e-5, 0.1, dtype));
   return seq;
 }
@@ -43,9 +43,9 @@ bool is_imagenet_depth(int n) { return n == 18 || n == 34 || n == 50 || n == 101
 bool is_cifar_depth(int n) { return n >= 8 && (n - 2) % 6 == 0 && !is_imagenet_depth(n); }
 
 BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, DType dtype) {
-  conv1 = register_module("conv1", std::make_shared<Conv2d>(in_planes, planes, 3, stride, 1, false, dtype));
+  conv1 = register_module("conv1", std::make_shared<Conv2d>(in_planes, planes, 3, stride, 1, /*bias=*/false, dtype));
   bn1 = register_module("bn1", std::make_shared<BatchNorm2d>(planes, 1e-5, 0.1, dtype));
-  conv2 = register_module("conv2", std::make_shared<Conv2d>(planes, planes, 3, 1, 1, false, dtype));
+  conv2 = register_module("conv2", std::make_shared<Conv2d>(planes, planes, 3, 1, 1, /*bias=*/false, dtype));
   bn2 = register_module("bn2", std::make_shared<BatchNorm2d>(planes, 1e-5, 0.1, dtype));
   if (stride != 1 || in_planes != planes)
     downsample = register_module("downsample", make_downsample(in_planes, planes, stride, dtype));
@@ -60,11 +60,11 @@ Tensor BasicBlock::forward(const Tensor& x) {
 
 Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride, DType dtype) {
   const int64_t out = planes * expansion;
-  conv1 = register_module("conv1", std::make_shared<Conv2d>(in_planes, planes, 1, 1, 0, false, dtype));
+  conv1 = register_module("conv1", std::make_shared<Conv2d>(in_planes, planes, 1, 1, 0, /*bias=*/false, dtype));
   bn1 = register_module("bn1", std::make_shared<BatchNorm2d>(planes, 1e-5, 0.1, dtype));
-  conv2 = register_module("conv2", std::make_shared<Conv2d>(planes, planes, 3, stride, 1, false, dtype));
+  conv2 = register_module("conv2", std::make_shared<Conv2d>(planes, planes, 3, stride, 1, /*bias=*/false, dtype));
   bn2 = register_module("bn2", std::make_shared<BatchNorm2d>(planes, 1e-5, 0.1, dtype));
-  conv3 = register_module("conv3", std::make_shared<Conv2d>(planes, out, 1, 1, 0, false, dtype));
+  conv3 = register_module("conv3", std::make_shared<Conv2d>(planes, out, 1, 1, 0, /*bias=*/false, dtype));
   bn3 = register_module("bn3", std::make_shared<BatchNorm2d>(out, 1e-5, 0.1, dtype));
   if (stride != 1 || in_planes != out)
     downsample = register_module("downsample", make_downsample(in_planes, out, stride, dtype));
@@ -90,9 +90,11 @@ ResNet::ResNet(const ResNetConfig& cfg, Generator& gen) : config_(cfg) {
   const bool small_stem = cifar || (cfg.stem_kernel == 0 ? cfg.image_size <= 32 : cfg.stem_kernel == 3);
   const int64_t stem_width = cfg.width > 0 ? cfg.width : (cifar ? 16 : 64);
   if (small_stem) {
-    conv1 = register_module("conv1", std::make_shared<Conv2d>(cfg.in_channels, stem_width, 3, 1, 1, false, dt));
+    conv1 = register_module(
+        "conv1", std::make_shared<Conv2d>(cfg.in_channels, stem_width, 3, 1, 1, /*bias=*/false, dt));
   } else {
-    conv1 = register_module("conv1", std::make_shared<Conv2d>(cfg.in_channels, stem_width, 7, 2, 3, false, dt));
+    conv1 = register_module(
+        "conv1", std::make_shared<Conv2d>(cfg.in_channels, stem_width, 7, 2, 3, /*bias=*/false, dt));
   }
   bn1 = register_module("bn1", std::make_shared<BatchNorm2d>(stem_width, 1e-5, 0.1, dt));
   if (!small_stem) maxpool = std::make_shared<MaxPool2d>(3, 2, 1);
@@ -125,7 +127,7 @@ ResNet::ResNet(const ResNetConfig& cfg, Generator& gen) : config_(cfg) {
   }
   EMBER_CHECK(cfg.pool == HeadPool::avg || cfg.pool == HeadPool::concat, "resnet: unknown head pool ", int(cfg.pool));
   const int64_t features = cfg.pool == HeadPool::concat ? 2 * in_planes : in_planes;
-  fc = register_module("fc", std::make_shared<Linear>(features, cfg.num_classes, true, dt));
+  fc = register_module("fc", std::make_shared<Linear>(features, cfg.num_classes, /*bias=*/true, dt));
 
   // torchvision's initialisation, in registration order so a seed fixes the model.
   for (auto& p : named_parameters()) {

@@ -153,7 +153,18 @@ class Checker {
       error(line, target + ": line " + std::to_string(last) + " is past the end of the file (" +
                       std::to_string(file->size()) + " lines)");
     else if ((*file)[n - 1].find(symbol) == std::string::npos)
-      error(line, target + ": line " + std::to_string(n) + " does not contain '" + symbol + "'");
+      error(line, target + ": line " + std::to_string(n) + " does not contain '" + symbol + "'" +
+                      moved_hint(*file, n, [&](const std::string& l) { return l.find(symbol) != std::string::npos; }));
+  }
+
+  // " (the nearest line with it: 212)" when some line of the file matches,
+  // so that a doc whose code moved is quick to fix; else "".
+  template <typename Match>
+  static std::string moved_hint(const std::vector<std::string>& file, size_t n, Match&& match) {
+    for (size_t d = 1; d <= file.size(); ++d)
+      for (const size_t at : {n + d, n - d})  // 1-based; below 1 wraps past the end and is skipped
+        if (at >= 1 && at <= file.size() && match(file[at - 1])) return " (the nearest line with it: " + std::to_string(at) + ")";
+    return "";
   }
 
   // A fenced block whose first line is `// <path>:<n>` or `# <path>:<n>`;
@@ -191,7 +202,9 @@ class Checker {
       if (next >= file->size())
         return error(at, where + ": the doc has '" + want + "', the file ends at line " + std::to_string(file->size()));
       if (const std::string have = trim((*file)[next]); have != want)
-        return error(at, where + ": the doc has '" + want + "', line " + std::to_string(next + 1) + " is '" + have + "'");
+        return error(at, where + ": the doc has '" + want + "', line " + std::to_string(next + 1) + " is '" + have + "'" +
+                             (k == 1 ? moved_hint(*file, next + 1, [&](const std::string& l) { return trim(l) == want; })
+                                     : std::string()));
       ++next;
     }
   }

@@ -80,7 +80,7 @@ TEST_CASE("guide: line links and file links") {
                     "[`add`](../src/gone.cpp#L2) [gone](../src/gone.cpp) [up](../../x.md)\n"
                     "[add](../src/add.cpp#L2) [`add` and `twice`](../src/add.cpp#L2)\n"
                     "[`add`](../src/add.cpp#L2-3)\n") ==
-        "docs/x.md:1: ../src/add.cpp#L3: line 3 does not contain 'add'\n"
+        "docs/x.md:1: ../src/add.cpp#L3: line 3 does not contain 'add' (the nearest line with it: 2)\n"
         "docs/x.md:5: ../src/add.cpp#L9: line 9 is past the end of the file (8 lines)\n"
         "docs/x.md:5: ../src/add.cpp#L2-L9: line 9 is past the end of the file (8 lines)\n"
         "docs/x.md:6: ../src/gone.cpp#L2: no such file\n"
@@ -128,7 +128,7 @@ TEST_CASE("guide: quoted code") {
   CHECK(quote("// src/add.cpp:2\nint add(int a, int b) {\n  return a - b;\n") ==
         "docs/x.md:4: src/add.cpp:2: the doc has 'return a - b;', line 3 is 'return a + b;'\n");
   CHECK(quote("// src/add.cpp:3\nint add(int a, int b) {\n") ==
-        "docs/x.md:3: src/add.cpp:3: the doc has 'int add(int a, int b) {', line 3 is 'return a + b;'\n");
+        "docs/x.md:3: src/add.cpp:3: the doc has 'int add(int a, int b) {', line 3 is 'return a + b;' (the nearest line with it: 2)\n");
   CHECK(quote("// src/add.cpp:2\nint add(int a, int b) {\n...\nint thrice(int x) {\n") ==
         "docs/x.md:5: src/add.cpp:2: 'int thrice(int x) {' is not in the 60 lines after line 2\n");
   CHECK(quote("// src/add.cpp:8\n}\n}\n") == "docs/x.md:4: src/add.cpp:8: the doc has '}', the file ends at line 8\n");

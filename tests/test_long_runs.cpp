@@ -265,7 +265,7 @@ TEST_CASE("long runs: a diverged fp32 run names the step and the last good check
 
 TEST_CASE("long runs: --target-accuracy stops at the target and records the time to it") {
   TempDir dir;
-  const std::string metrics = (dir.path / "run.jsonl").string();
+  const std::string metrics = (dir.path / "metrics" / "run.jsonl").string();  // a folder --metrics creates
   const Run r = run_to_end("target", small_run({"--target-accuracy", "0.3", "--metrics", metrics, "--num-epochs", "6"}),
                            dir);
   REQUIRE_MESSAGE(r.code == 0, r.out << r.err);

@@ -464,6 +464,12 @@ TEST_CASE("ops: the pointwise ops through the harness") {
     if (shape.numel() > 1000) c.max_fd_elements = 64;
     cases.push_back(c);
   }
+  // Every op of ops/pointwise.h has a case here, named after it.
+#define EMBER_POINTWISE_HAS_CASE_(op, Fn)                                                                   \
+  CHECK_MESSAGE(std::any_of(cases.begin(), cases.end(), [](const OpCase& c) { return c.name.rfind(#op, 0) == 0; }), \
+                "no harness case for the pointwise op " #op);
+  EMBER_FOR_EACH_POINTWISE(EMBER_POINTWISE_HAS_CASE_)
+#undef EMBER_POINTWISE_HAS_CASE_
   run_cases(cases);
 }
 

@@ -139,7 +139,9 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
   net::dist::Comm* comm = o.comm && o.comm->world_size() > 1 ? o.comm : nullptr;
   const bool rank0 = !comm || comm->rank() == 0;
   if (comm) net::dist::broadcast_module(*comm, model);  // every rank starts from rank 0's weights
-  net::SGD opt(model.named_parameters(), o.sgd, mixed ? net::convert_to_half(model, o.precision) : net::Masters{});
+  // fp16/bf16: the model's weights become 16-bit, and their f32 copies the optimizer's masters.
+  net::Masters masters = mixed ? net::convert_to_half(model, o.precision) : net::Masters{};
+  net::SGD opt(model.named_parameters(), o.sgd, std::move(masters));
   net::LossScaler scaler(scaled ? o.loss_scaler : unit_loss_scale(o.loss_scaler));
   // However fit ends, the caller gets its model back in f32 (the masters).
   struct RestoreF32 {

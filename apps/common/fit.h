@@ -1,7 +1,9 @@
 // apps/common/fit.h — the training loop of the apps (MXNet's common/fit.py).
 //
 // fit() trains a model with SGD and a learning-rate schedule over a
-// BatchIterator, printing MXNet's log lines:
+// BatchSource (the in-memory BatchIterator or the record loader; the
+// programs use that overload, the BatchIterator one is for tests), printing
+// MXNet's log lines:
 //   Epoch[0] Batch [0-50]   Speed: 812.31 samples/sec   accuracy=0.712500 ...
 //   Epoch[0] Train-accuracy=0.842317
 //   Epoch[0] Time cost=77.412  Speed=774.9 samples/sec  Data-wait=0.4%  Peak-RSS=391 MiB

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -68,6 +69,9 @@ void ProgressBar::clear() {
 
 MetricsLog::MetricsLog(const std::string& path) : path_(path) {
   if (path.empty()) return;
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);  // a failure shows in fopen's error
   file_ = std::fopen(path.c_str(), "a");
   EMBER_CHECK(file_, "--metrics ", path, ": cannot open for appending: ", std::strerror(errno));
 }

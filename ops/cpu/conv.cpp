@@ -24,7 +24,7 @@
 //   backward filter  gw    [K, CRS] += gy[n] [K, PQ] * col(x[n])^T
 //
 // 3x3 stride-1 forward (and so backward data) may instead run by Winograd's
-// F(2x2, 3x3) (conv_winograd.h, which also holds the policy choosing).
+// F(2x2, 3x3) (conv_winograd.h); conv_policy.cpp decides which runs.
 //
 // Images are spread over the OpenMP threads, each with its own buffers (and
 // its own gw partial, summed in a fixed order so results do not depend on

@@ -60,7 +60,7 @@ std::atomic<GemmIsa>& active() {
 }
 
 template <typename T>
-GemmKernels<T> kernels_for(GemmIsa isa) {
+GemmKernels<T> kernel_set_of(GemmIsa isa) {
 #if defined(__x86_64__)
   if constexpr (std::is_same_v<T, float>) {
     if (isa == GemmIsa::avx512) return gemm_kernels_avx512_f32();
@@ -81,8 +81,8 @@ GemmKernels<T> kernels_for(GemmIsa isa) {
 // One table per set, built on first use.
 template <typename T>
 const GemmKernels<T>& table(GemmIsa isa) {
-  static const GemmKernels<T> tables[3] = {kernels_for<T>(GemmIsa::portable), kernels_for<T>(GemmIsa::avx2),
-                                           kernels_for<T>(GemmIsa::avx512)};
+  static const GemmKernels<T> tables[3] = {kernel_set_of<T>(GemmIsa::portable), kernel_set_of<T>(GemmIsa::avx2),
+                                           kernel_set_of<T>(GemmIsa::avx512)};
   return tables[int(isa)];
 }
 
