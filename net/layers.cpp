@@ -55,6 +55,21 @@ void set_sync_batch_norm(Module& model, std::shared_ptr<const ops::BatchNormSync
   });
 }
 
+Dropout::Dropout(double p_) : p(p_) {
+  EMBER_CHECK(p >= 0.0 && p < 1.0, "Dropout: p must be in [0, 1), got ", p);
+}
+
+void set_dropout_step(Module& model, uint64_t seed, uint64_t step, uint64_t stream) {
+  uint64_t index = 0;
+  model.apply([&](Module& m) {
+    if (auto* d = dynamic_cast<Dropout*>(&m)) {
+      // Philox stream 0xD70 of key `seed`, one block per (step, dropout): its words make the step's key.
+      const PhiloxBlock r = philox4x32(seed, step, 0xD70000000000ull + (stream << 16) + index++);
+      d->gen = Generator(uint64_t(r.w[0]) << 32 | r.w[1]);
+    }
+  });
+}
+
 Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, DType dtype) {
   EMBER_CHECK(in_features > 0 && out_features > 0, "Linear: sizes must be positive");
   weight = Tensor::zeros({out_features, in_features}, dtype);

@@ -1,5 +1,5 @@
 // net/layers.h — the layers ResNets are built from: Conv2d, BatchNorm2d,
-// Linear, ReLU, MaxPool2d, AdaptiveAvgPool2d and Sequential.
+// Linear, ReLU, Dropout, MaxPool2d, AdaptiveAvgPool2d and Sequential.
 //
 // Parameter and buffer names and default initialisation follow PyTorch's
 // torch.nn (weights are filled by the ResNet builder's init, net/init.h).
@@ -55,6 +55,24 @@ class ReLU : public Module {
  public:
   Tensor forward(const Tensor& x) override { return ops::relu(x); }
 };
+
+// torch.nn.Dropout: ops::dropout in training mode, the identity in
+// evaluation. Its masks come from `gen`, which set_dropout_step resets
+// every training step.
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p);
+  Tensor forward(const Tensor& x) override { return ops::dropout(x, p, is_training(), gen); }
+  double p;
+  Generator gen;
+};
+
+// Gives every Dropout of the model the Philox key of (seed, step, stream,
+// its place among the model's Dropouts): fit calls it before each training
+// step (stream: the data-parallel rank), so the masks of a step do not
+// depend on the steps before it and a resumed run draws what the first run
+// drew (mixup's rule, net/mixup.h).
+void set_dropout_step(Module& model, uint64_t seed, uint64_t step, uint64_t stream);
 
 class MaxPool2d : public Module {
  public:

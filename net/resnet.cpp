@@ -127,6 +127,7 @@ ResNet::ResNet(const ResNetConfig& cfg, Generator& gen) : config_(cfg) {
   }
   EMBER_CHECK(cfg.pool == HeadPool::avg || cfg.pool == HeadPool::concat, "resnet: unknown head pool ", int(cfg.pool));
   const int64_t features = cfg.pool == HeadPool::concat ? 2 * in_planes : in_planes;
+  if (cfg.dropout > 0) dropout = register_module("dropout", std::make_shared<Dropout>(cfg.dropout));
   fc = register_module("fc", std::make_shared<Linear>(features, cfg.num_classes, /*bias=*/true, dt));
 
   // torchvision's initialisation, in registration order so a seed fixes the model.
@@ -159,16 +160,18 @@ Tensor ResNet::forward(const Tensor& input) {
   Tensor features = ops::flatten(ops::adaptive_avg_pool2d(x, 1, 1), 1);  // [N, C]
   if (config_.pool == HeadPool::concat)
     features = ops::concat(features, ops::flatten(ops::global_max_pool2d(x), 1), 1);  // [N, 2C]: avg, then max
+  if (dropout) features = (*dropout)(features);
   return (*fc)(features);
 }
 
 std::string ResNet::describe() const {
-  char buf[180];
+  char buf[200];
   const bool cifar = is_cifar_depth(config_.num_layers);
-  std::snprintf(buf, sizeof(buf), "resnet-%d (%s%s%s, %.2fM parameters)", config_.num_layers,
+  const std::string drop = dropout ? cat(", dropout ", config_.dropout) : std::string();
+  std::snprintf(buf, sizeof(buf), "resnet-%d (%s%s%s%s, %.2fM parameters)", config_.num_layers,
                 cifar ? "CIFAR-style" : (config_.num_layers >= 50 ? "ImageNet-style, bottleneck" : "ImageNet-style"),
                 !cifar && !maxpool ? ", 3x3 stem for small input" : "",
-                config_.pool == HeadPool::concat ? ", concat pool" : "", double(parameter_count_) / 1e6);
+                config_.pool == HeadPool::concat ? ", concat pool" : "", drop.c_str(), double(parameter_count_) / 1e6);
   return buf;
 }
 

@@ -21,6 +21,9 @@
 // 2C features, so fc.weight is [classes, 2C]. (timm's order; fast.ai puts
 // the max first.) Checkpoints say which in their metadata: "pool" is "avg"
 // or "concat", absent meaning avg (net/pretrained.h reads it).
+//
+// With dropout > 0 (timm's drop_rate), the features pass a Dropout before fc
+// in training; it has no parameters, so checkpoints are unchanged by it.
 #pragma once
 #include <memory>
 #include <string>
@@ -51,6 +54,7 @@ struct ResNetConfig {
   int64_t width = 0;
   bool zero_init_residual = false;  // last BN of each block starts at gamma = 0
   HeadPool pool = HeadPool::avg;    // concat: fc takes [avg, max] of every channel (2C inputs)
+  double dropout = 0;               // > 0: dropout of the features before fc (training only)
   ChannelNorm input_norm{};         // applied to uint8 input
   DType dtype = DType::f32;
 };
@@ -87,13 +91,15 @@ class ResNet : public Module {
   ResNet(const ResNetConfig& config, Generator& gen);
   Tensor forward(const Tensor& x) override;
   const ResNetConfig& config() const { return config_; }
-  // "resnet-20 (CIFAR-style, 0.27M parameters)"; ", concat pool" added for that head.
+  // "resnet-20 (CIFAR-style, 0.27M parameters)"; ", concat pool" and
+  // ", dropout 0.5" added for those heads.
   std::string describe() const;
 
   std::shared_ptr<Conv2d> conv1;
   std::shared_ptr<BatchNorm2d> bn1;
   std::shared_ptr<MaxPool2d> maxpool;  // null for CIFAR-style and small-input stems
   std::vector<std::shared_ptr<Sequential>> layers;
+  std::shared_ptr<Dropout> dropout;  // null unless config.dropout > 0
   std::shared_ptr<Linear> fc;
 
  private:

@@ -129,9 +129,9 @@ void check_kill_and_resume(const std::vector<std::string>& args, const TempDir& 
 
 }  // namespace
 
-TEST_CASE("long runs: SIGKILL at a random step, --resume auto ends bit-identical (Fashion-MNIST IDX files)") {
+TEST_CASE("long runs: SIGKILL at a random step, --resume auto ends bit-identical (Fashion-MNIST IDX files, dropout)") {
   TempDir dir;
-  check_kill_and_resume({}, dir, "idx");
+  check_kill_and_resume({"--dropout", "0.3"}, dir, "idx");  // its masks follow the global step
 }
 
 TEST_CASE("long runs: SIGKILL at a random step, --resume auto ends bit-identical (record files, mixup, cutmix, concat pool)") {
@@ -430,4 +430,7 @@ TEST_CASE("long runs: the progress bar's text, durations, and --lr-scaling / --m
   CHECK_THROWS_WITH_AS(apps::parse_moms("0.85,0.95"), doctest::Contains("MAX,MIN"), Error);
   s.lr_scaling = "sqrt";
   CHECK_THROWS_WITH_AS(apps::validate_train_settings(s), doctest::Contains("--lr-scaling 'sqrt'"), Error);
+  s.lr_scaling = "none";
+  s.dropout = 1;
+  CHECK_THROWS_WITH_AS(apps::validate_train_settings(s), doctest::Contains("--dropout must be in [0, 1), got 1"), Error);
 }

@@ -151,6 +151,39 @@ TEST_CASE("resnet: initialisation follows torchvision (kaiming fan-out, BN 1/0, 
   for (double v : zb->bn2->weight.to_double_vector()) CHECK(v == 0.0);
 }
 
+TEST_CASE("resnet: dropout before fc draws its masks from (seed, step, stream), and only in training") {
+  net::ResNetConfig c;
+  c.num_layers = 8;
+  c.dropout = 0.5;
+  net::ResNetConfig plain_config = c;
+  plain_config.dropout = 0;
+  Generator g1(3), g2(3);
+  net::ResNet m(c, g1), plain(plain_config, g2);  // the same weights: Dropout has no parameters
+  CHECK(m.describe().find(", dropout 0.5") != std::string::npos);
+  CHECK(m.state().size() == plain.state().size());
+  Generator data(11);
+  Tensor x = Tensor::empty({6, 1, 28, 28});
+  ops::uniform_(x, -1, 1, data);
+  NoGradGuard no_grad;
+  const auto logits = [&](net::ResNet& model, uint64_t seed, uint64_t step, uint64_t stream) {
+    net::set_dropout_step(model, seed, step, stream);
+    return model(x).to_double_vector();
+  };
+  // Evaluation: no dropout (first, before training-mode forwards move the running statistics).
+  m.eval();
+  plain.eval();
+  CHECK(logits(m, 1, 7, 0) == logits(plain, 1, 7, 0));
+  m.train();
+  plain.train();
+  const auto a = logits(m, 1, 7, 0);
+  CHECK(a == logits(m, 1, 7, 0));  // the same step again: the same masks
+  CHECK(a != logits(m, 1, 8, 0));  // the next step
+  CHECK(a != logits(m, 2, 7, 0));  // another seed
+  CHECK(a != logits(m, 1, 7, 1));  // another rank
+  CHECK(a != logits(plain, 1, 7, 0));
+  CHECK_THROWS_WITH_AS(net::Dropout(1.0), doctest::Contains("Dropout: p must be in [0, 1), got 1"), Error);
+}
+
 TEST_CASE("resnet: forward, loss, gradients, BN statistics and an SGD step agree with PyTorch (f64)") {
   const SafetensorsFile ref = load_safetensors(kFixtures + "torch_resnet8_reference.safetensors");
   auto get = [&](const std::string& name) -> const Tensor& {

@@ -14,6 +14,7 @@
 #include "apps/common/top_k.h"
 #include "engine/autograd.h"
 #include "net/checkpoint.h"
+#include "net/layers.h"
 #include "net/dist/data_parallel.h"
 #include "net/finetune.h"
 #include "ops/kernel_profile.h"
@@ -337,6 +338,8 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
       Tensor logits, loss;
       const Tensor* count_labels = &b.labels;  // what training accuracy is counted against
       Tensor dominant_labels;
+      // Dropout masks: drawn from (seed, global step, rank), so a resumed run drops what the first one did.
+      net::set_dropout_step(model, o.seed, uint64_t(global_step), comm ? uint64_t(comm->rank()) : 0);
       if (o.mix.enabled()) {
         // Mixup / cutmix: drawn from (seed, global step), so a resumed run mixes as the first one did.
         const net::MixedBatch m = net::mix_batch(b, o.mix, o.seed, global_step, o.input_norm, o.precision, o.device);

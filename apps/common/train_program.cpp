@@ -211,6 +211,7 @@ int run_train_program(const TrainProgram& program, int argc, char** argv) {
   cfg.image_size = d->image_size;
   cfg.input_norm = d->norm;
   cfg.pool = net::parse_head_pool(s.pool, "--pool");
+  cfg.dropout = s.dropout;
   if (program.configure) program.configure(cfg, s, *d, out);
   Generator gen(uint64_t(s.seed));
   net::ResNet model(cfg, gen);
@@ -281,6 +282,7 @@ int run_train_program(const TrainProgram& program, int argc, char** argv) {
       {"width", std::to_string(model.conv1->weight.shape()[0])},
       {"stem_kernel", std::to_string(model.conv1->weight.shape()[2])},
       {"pool", net::head_pool_name(cfg.pool)},
+      {"dropout", cat(cfg.dropout)},
       {"image_size", std::to_string(d->image_size)},
       {"val_resize", std::to_string(d->val_resize)},
       {"input_mean", norm_text(cfg.input_norm, true)},

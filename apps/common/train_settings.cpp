@@ -20,6 +20,9 @@ void declare_train_flags(Flags& f, TrainSettings& s) {
   f.add("pool", &s.pool,
         "the head's pooling: avg, or concat (fc over [global average, global max], fast.ai's concat pooling); "
         "recorded in checkpoints (finetune_resnet keeps the pretrained file's)");
+  f.add("dropout", &s.dropout,
+        "dropout of the features before the classifier in training (timm's drop_rate; 0: none); its masks follow "
+        "(--seed, step), so --resume draws them again");
   f.group("data");
   f.add("dataset", &s.dataset, "data set (fashion-mnist)");
   f.add("classes", &s.classes, "fashion-mnist: train and validate on these classes only, relabelled 0..k-1 in the order given (e.g. 5,6,7,8,9)");
@@ -187,6 +190,7 @@ void validate_train_settings(const TrainSettings& s) {
     EMBER_CHECK(s.lr_schedule == "onecycle", "--moms cycles momentum with --lr-schedule onecycle, not ", s.lr_schedule);
   }
   EMBER_CHECK(s.pool == "avg" || s.pool == "concat", "--pool '", s.pool, "': avg or concat");
+  EMBER_CHECK(s.dropout >= 0 && s.dropout < 1, "--dropout must be in [0, 1), got ", s.dropout);
   EMBER_CHECK(s.mixup_alpha >= 0 && s.cutmix_alpha >= 0, "--mixup-alpha and --cutmix-alpha must be >= 0 (0: off)");
   EMBER_CHECK(s.checkpoint_steps >= 0, "--checkpoint-steps must be >= 0");
   EMBER_CHECK(s.checkpoint_steps == 0 || !s.model_prefix.empty() || !s.resume.empty(),

@@ -26,7 +26,9 @@
 namespace ember::cpu {
 namespace {
 
-// Cache blocks (elements): the packed B block stays in L2, an A panel in L1.
+// Cache blocks (elements): the micro-kernel streams an A panel (MR x KC) from
+// L1 against a B panel (KC x NR) from L2; the packed B block (KC x NC) is
+// reused by every MC-row block of A.
 // MC is rounded down to a whole number of MR-row panels. Chosen with
 // build/bench_gemm on a Zen 4 EPYC, 2 threads (KC 256 / MC 128 / NC 2048
 // before: ~172 -> ~196 GFLOP/s at n = 1024, ~164 -> ~200 at 2048; sweeps
