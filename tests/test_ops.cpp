@@ -427,15 +427,25 @@ TEST_CASE("ops: the pointwise ops through the harness") {
     cases.push_back(c);
   }
   {
-    OpCase c;  // odd length past one thread's share; gelu of a gelu (the backward of a chain)
-    c.name = "gelu_gelu_large";
-    c.inputs = {test::input("x", {1, 70001}, Gen::uniform, -3, 3)};
+    OpCase c;  // gelu of a gelu: the backward of a chain
+    c.name = "gelu_gelu";
+    c.inputs = {test::input("x", {4, 9}, Gen::uniform, -3, 3)};
     c.forward = [](const Ins& in) { return Outs{ops::gelu(ops::gelu(in[0]))}; };
     c.reference = [](const InVals& v) {
       auto g = [](double a) { return a * 0.5 * std::erfc(-a / std::sqrt(2.0)); };
       Values y(v[0]);
       for (auto& a : y) a = g(g(a));
-      return Refs{{Shape{1, 70001}, y}};
+      return Refs{{Shape{4, 9}, y}};
+    };
+    cases.push_back(c);
+  }
+  {
+    OpCase c;  // an odd length past one thread's share (the CPU splits from 2^15 elements)
+    c.name = "gelu_large";
+    c.inputs = {test::input("x", {1, 33001}, Gen::uniform, -3, 3)};
+    c.forward = [](const Ins& in) { return Outs{ops::gelu(in[0])}; };
+    c.reference = [](const InVals& v) {
+      return Refs{{Shape{1, 33001}, map(v[0], [](double a) { return a * 0.5 * std::erfc(-a / std::sqrt(2.0)); })}};
     };
     c.max_fd_elements = 64;
     cases.push_back(c);
@@ -444,7 +454,7 @@ TEST_CASE("ops: the pointwise ops through the harness") {
   // finite differences see one mask), against the mask derived here from the
   // Philox words: element i is kept when its uniform draw is >= p.
   // (p == 0 returns x itself: the test case below.)
-  for (const auto& [p, shape] : {std::pair{0.3, Shape{3, 4, 5}}, std::pair{0.5, Shape{1, 70001}},
+  for (const auto& [p, shape] : {std::pair{0.3, Shape{3, 4, 5}}, std::pair{0.5, Shape{1, 33001}},
                                  std::pair{1.0, Shape{4, 5}}}) {
     OpCase c;
     c.name = "dropout_p" + std::to_string(int(p * 100)) + "%_" + shape.str();
