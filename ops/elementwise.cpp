@@ -3,6 +3,7 @@
 // detail::pointwise.
 #include "ops/op_helpers.h"
 #include "ops/ops.h"
+#include "ops/pointwise.h"
 
 namespace ember::ops {
 using namespace detail;

@@ -38,11 +38,15 @@
 
 #include "engine/device.h"
 #include "engine/dtype.h"
-#include "ops/pointwise.h"
 
 namespace ember {
 
 using Stream = void*;
+
+// The ops of ops/pointwise.h, by name only here: adding one recompiles the
+// files that run them (ops/pointwise.h's includers), not all that see this table.
+enum class PointwiseOp : int;
+struct PointwiseArgs;
 
 // Geometry of a 2-D convolution (groups = 1, dilation = 1).
 //   x: [N, C, H, W]   w: [K, C, R, S]   y: [N, K, P, Q]

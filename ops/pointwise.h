@@ -15,7 +15,9 @@
 //   3. its definition in ops/elementwise.cpp (argument checks, then
 //      detail::pointwise),
 // and a case in tests/test_ops.cpp that the op harness checks on every backend
-// (docs/guide.md, "Adding an op", walks through dropout this way).
+// (docs/guide.md, "Adding an op", walks through dropout this way). ops/kernels.h
+// declares PointwiseOp and PointwiseArgs by name only, so a new op recompiles
+// the few files that include this header, not everything that sees the table.
 //
 // Ops whose output element depends on other elements (softmax, batch norm)
 // or that need a fused kernel for speed (relu, add_relu) are kernels of

@@ -19,6 +19,7 @@
 #include "engine/autograd.h"
 #include "engine/memory.h"
 #include "ops/ops.h"
+#include "ops/pointwise.h"
 #include "tests/op_harness.h"
 #include "tests/skip.h"
 #if defined(EMBER_CUDA) || defined(EMBER_CUDASIM)

@@ -23,6 +23,7 @@
 #include "cuda/common.cuh"
 #include "cuda/cuda_kernels.h"
 #include "cuda/kernels/reduce.cuh"
+#include "ops/pointwise.h"
 
 namespace ember::cuda {
 

@@ -18,6 +18,7 @@
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/f16_native.h"
 #include "ops/cpu/f16_util.h"
+#include "ops/pointwise.h"
 
 namespace ember::cpu {
 
