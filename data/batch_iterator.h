@@ -17,7 +17,8 @@
 //   shuffle of epoch e            2 << 62 | e
 //   augmentation of sample i, e   1 << 62 | e << 40 | i   (e < 2^22, i < 2^40)
 //   per training step s           3 << 62 | u << 56 | s   (s < 2^56; u names the use:
-//                                 0 = mixup/cutmix, net::mix_stream_id)
+//                                 0 = mixup/cutmix, net::mix_stream_id;
+//                                 1 = dropout masks, net::set_dropout_step)
 #pragma once
 #include <cstdint>
 #include <vector>

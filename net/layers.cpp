@@ -60,11 +60,15 @@ Dropout::Dropout(double p_) : p(p_) {
 }
 
 void set_dropout_step(Module& model, uint64_t seed, uint64_t step, uint64_t stream) {
+  // The per-step Philox stream of data/batch_iterator.h's table, use 1
+  // (mixup is use 0): 3 << 62 | 1 << 56 | step; its block (stream << 20 |
+  // index) gives the index-th Dropout of that rank its key for the step.
+  EMBER_CHECK(step < (uint64_t(1) << 56), "dropout: step ", step, " outside [0, 2^56)");
+  const uint64_t step_stream = uint64_t(3) << 62 | uint64_t(1) << 56 | step;
   uint64_t index = 0;
   model.apply([&](Module& m) {
     if (auto* d = dynamic_cast<Dropout*>(&m)) {
-      // Philox stream 0xD70 of key `seed`, one block per (step, dropout): its words make the step's key.
-      const PhiloxBlock r = philox4x32(seed, step, 0xD70000000000ull + (stream << 16) + index++);
+      const PhiloxBlock r = philox4x32(seed, stream << 20 | index++, step_stream);
       d->gen = Generator(uint64_t(r.w[0]) << 32 | r.w[1]);
     }
   });

@@ -144,6 +144,8 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
   net::Masters masters = mixed ? net::convert_to_half(model, o.precision) : net::Masters{};
   net::SGD opt(model.named_parameters(), o.sgd, std::move(masters));
   net::LossScaler scaler(scaled ? o.loss_scaler : unit_loss_scale(o.loss_scaler));
+  bool has_dropout = false;  // then every step keys its masks (net::set_dropout_step)
+  model.apply([&](net::Module& m) { has_dropout = has_dropout || dynamic_cast<net::Dropout*>(&m) != nullptr; });
   // However fit ends, the caller gets its model back in f32 (the masters).
   struct RestoreF32 {
     net::Module& model;
@@ -339,7 +341,8 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
       const Tensor* count_labels = &b.labels;  // what training accuracy is counted against
       Tensor dominant_labels;
       // Dropout masks: drawn from (seed, global step, rank), so a resumed run drops what the first one did.
-      net::set_dropout_step(model, o.seed, uint64_t(global_step), comm ? uint64_t(comm->rank()) : 0);
+      if (has_dropout)
+        net::set_dropout_step(model, o.seed, uint64_t(global_step), comm ? uint64_t(comm->rank()) : 0);
       if (o.mix.enabled()) {
         // Mixup / cutmix: drawn from (seed, global step), so a resumed run mixes as the first one did.
         const net::MixedBatch m = net::mix_batch(b, o.mix, o.seed, global_step, o.input_norm, o.precision, o.device);

@@ -187,7 +187,8 @@ void pointwise_backward(DType dt, PointwiseOp op, const void* x, const void* gy,
         const T* px = Op::backward_reads_x ? load<0>(static_cast<const S*>(x) + o, m) : nullptr;
         const T* pg = load<1>(static_cast<const S*>(gy) + o, m);
         T* pgx = out_ptr<2>(static_cast<S*>(gx) + o, m);
-        for (int64_t i = 0; i < m; ++i) pgx[i] = pg[i] * Op::derivative(px ? px[i] : T(0), o + i, args);
+        for (int64_t i = 0; i < m; ++i)
+          pgx[i] = pg[i] * Op::derivative(Op::backward_reads_x ? px[i] : T(0), o + i, args);
         store(pgx, static_cast<S*>(gx) + o, m);
       });
     });
