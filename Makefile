@@ -18,7 +18,8 @@
 #   make clean
 #
 # Toggles (Darknet style):  CUDA=0|1  (default: 1 when nvcc is on the PATH)
-#                           CUDA_ARCH="80 90"   SM numbers for nvcc
+#                           CUDA_ARCH="80 90"   SM numbers for nvcc (machine code for each,
+#                                     and PTX for the newest, so newer GPUs JIT it)
 #                           CUDNN=0|1 (default: 1 when cudnn.h is found)
 #                           NCCL=0|1  (default: 1 when nccl.h is found; --kv-store nccl)
 #                           SIM=0|1   (default: 1 when cuda_runtime.h is found)
@@ -99,8 +100,11 @@ ifeq ($(CUDA),1)
     $(error CUDA=1 but nvcc is not on the PATH)
   endif
   NVCC        := $(NVCC_PATH)
-  GENCODE     := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a))
-  NVCCFLAGS   := -std=c++20 -O3 $(GENCODE) -I. -MMD -MP -Xcompiler "$(WARN) -fopenmp" --expt-relaxed-constexpr
+  PTX_ARCH    := $(lastword $(shell printf '%s\n' $(CUDA_ARCH) | sort -n))
+  GENCODE     := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
+                 -gencode arch=compute_$(PTX_ARCH),code=compute_$(PTX_ARCH)
+  NVCCFLAGS   := -std=c++20 -O3 $(GENCODE) -I. -MMD -MP -Xcompiler "$(WARN) -fopenmp" --expt-relaxed-constexpr \
+                 -DEMBER_CUDA_ARCH_LIST='"$(strip $(CUDA_ARCH))"'
   CPPFLAGS    += -DEMBER_CUDA=1 -I$(CUDA_HOME)/include
   CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt
   ifeq ($(CUDNN),1)

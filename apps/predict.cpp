@@ -76,7 +76,7 @@ struct Settings {
   int disp_batches = 20;
   int threads = 0;
   std::vector<int> gpus;
-  std::string conv = "cudnn";
+  apps::GpuOptions gpu;
 };
 
 void declare(apps::Flags& f, Settings& s) {
@@ -101,7 +101,7 @@ void declare(apps::Flags& f, Settings& s) {
   f.add("batch-size", &s.batch_size, "images per forward pass");
   f.add("threads", &s.threads, "CPU threads for decoding and the forward pass (0: all cores)");
   f.add("gpus", &s.gpus, "the GPU to run on, e.g. 0 (empty: the CPU)");
-  f.add("conv", &s.conv, "GPU convolution, batch norm, pooling and GEMM: cudnn or native");
+  apps::declare_gpu_flags(f, s.gpu);
 }
 
 void validate(const Settings& s, const std::vector<std::string>& images) {
@@ -114,13 +114,14 @@ void validate(const Settings& s, const std::vector<std::string>& images) {
   EMBER_CHECK(s.batch_size > 0, "--batch-size must be positive");
   EMBER_CHECK(s.disp_batches > 0, "--disp-batches must be positive");
   EMBER_CHECK(s.threads >= 0, "--threads must be >= 0");
-  EMBER_CHECK(s.conv == "cudnn" || s.conv == "native", "unknown --conv '", s.conv, "' (native or cudnn)");
+  EMBER_CHECK(s.gpu.conv == "cudnn" || s.gpu.conv == "native", "unknown --conv '", s.gpu.conv, "' (native or cudnn)");
   EMBER_CHECK(s.gpus.size() <= 1, "--gpus: predict runs on one GPU, got ", s.gpus.size());
   for (int g : s.gpus) EMBER_CHECK(g >= 0, "--gpus: device indices are >= 0, got ", g);
 }
 
 Device select_device(const Settings& s) {
-  return s.gpus.empty() ? Device::cpu() : apps::open_gpu(s.gpus.front(), s.conv, /*cudnn_benchmark=*/false, stderr);
+  if (s.gpus.empty()) return Device::cpu();
+  return apps::open_gpu(s.gpus.front(), s.gpu, stderr);
 }
 
 std::string join_numbers(const std::vector<double>& v) {

@@ -14,8 +14,17 @@ namespace ember::cuda {
 
 // Number of usable CUDA devices (0 when there is no driver or device).
 int device_count();
+// Why device_count() is 0, as one line: no device, a driver older than this
+// build's CUDA runtime (both versions named), or the runtime's own words.
+std::string no_device_reason();
+// The line of no_device_reason() for cudaGetDeviceCount's error `error`,
+// with the driver's and this build's runtime's CUDA versions as the runtime
+// gives them (1000 * major + 10 * minor; driver 0: no driver). Pure, for tests.
+std::string describe_no_device(int error, int driver_version, int runtime_version);
 // "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)"; errors for a bad index.
 std::string device_name(int index);
+// 10 * major + minor: 90 for sm_90; errors for a bad index.
+int compute_capability(int index);
 bool is_simulated();
 
 // Which implementation runs convolution, batch norm, pooling and GEMM.
@@ -32,6 +41,20 @@ const Kernels* cudnn_kernels();
 // shape (PyTorch's cudnn.benchmark) instead of by its heuristics. No effect
 // without cuDNN.
 void set_cudnn_benchmark(bool on);
+// cuDNN takes a deterministic convolution algorithm when one is available
+// (the default: runs repeat bit for bit), or with false the first-ranked
+// (fastest) one, which may sum in a different order each run (PyTorch's
+// cudnn.deterministic = False, its default). No effect without cuDNN.
+void set_cudnn_deterministic(bool on);
+// f32 convolutions (cuDNN) and GEMMs (cuBLAS) may run on TF32 tensor cores:
+// inputs rounded to a 10-bit mantissa, products accumulated in f32, as
+// PyTorch's torch.backends.cudnn.allow_tf32 (on by default there) and
+// torch.backends.cuda.matmul.allow_tf32. Off by default in the library, so
+// f32 stays within f32 rounding of the CPU; the programs turn it on with
+// --tf32 1 (their default). Ampere (sm 80) and newer; no effect on f16,
+// bf16 and f64, on older GPUs, on the native kernels, or without cuDNN.
+void set_tf32(bool on);
+bool tf32_enabled();
 
 // Makes `device_index` current and registers the CUDA memory backend, the
 // compute stream and the table for `conv` with the engine. With

@@ -7,6 +7,10 @@
 #include "cuda/cuda_device.h"
 #include "engine/memory.h"
 
+#if !defined(EMBER_CUDA_ARCH_LIST)  // the Makefile's CUDA_ARCH; the emulator has none
+#define EMBER_CUDA_ARCH_LIST "(emulated)"
+#endif
+
 namespace ember::cuda {
 namespace {
 
@@ -33,6 +37,13 @@ class CudaMemory final : public MemoryBackend {
   void synchronize(int) override { CUDA_CHECK(cudaStreamSynchronize(compute_stream())); }
 };
 
+// Launched by nobody: init() asks the runtime for its attributes, which fails
+// when this binary carries no code (machine code or PTX) the device can run.
+__global__ void architecture_probe_kernel() {}
+
+// "13.0" from 13000.
+std::string cuda_version_text(int v) { return cat(v / 1000, ".", (v % 1000) / 10); }
+
 void* pinned_allocate(size_t n) {
   void* p = nullptr;
   return cudaMallocHost(&p, n) == cudaSuccess ? p : nullptr;
@@ -52,6 +63,27 @@ int device_count() {
   return n;
 }
 
+std::string describe_no_device(int error, int driver_version, int runtime_version) {
+  if (error == int(cudaErrorInsufficientDriver) && driver_version > 0)
+    return cat("the NVIDIA driver supports CUDA up to ", cuda_version_text(driver_version), " but this build of ember",
+               " uses the CUDA ", cuda_version_text(runtime_version), " runtime: update the driver, or build ember",
+               " with a CUDA toolkit no newer than ", cuda_version_text(driver_version));
+  if (error == int(cudaErrorInsufficientDriver) || error == int(cudaErrorNoDevice) || error == int(cudaSuccess))
+    return driver_version > 0 ? "no CUDA device (none found, or CUDA_VISIBLE_DEVICES hides them)"
+                              : "no CUDA device (no NVIDIA driver is loaded)";
+  return cat("no usable CUDA device: ", cudaGetErrorString(cudaError_t(error)),
+             " (no driver, no device, or CUDA_VISIBLE_DEVICES hides them)");
+}
+
+std::string no_device_reason() {
+  int n = 0, driver = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  cudaGetLastError();
+  if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
+  cudaGetLastError();
+  return describe_no_device(int(e), driver, CUDART_VERSION);
+}
+
 std::string device_name(int index) {
   cudaDeviceProp prop;
   CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
@@ -59,6 +91,12 @@ std::string device_name(int index) {
   std::snprintf(buf, sizeof(buf), "%s (sm_%d%d, %.1f GiB)", prop.name, prop.major, prop.minor,
                 double(prop.totalGlobalMem) / double(1ull << 30));
   return buf;
+}
+
+int compute_capability(int index) {
+  cudaDeviceProp prop;
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+  return 10 * prop.major + prop.minor;
 }
 
 bool is_simulated() {
@@ -79,12 +117,21 @@ const char* conv_backend_name(ConvBackend b) { return b == ConvBackend::native ?
 
 void init(int device_index, ConvBackend conv, bool pinned_host) {
   const int n = device_count();
-  EMBER_CHECK(n > 0, "no usable CUDA device (no driver, no device, or CUDA_VISIBLE_DEVICES hides them)");
+  EMBER_CHECK(n > 0, no_device_reason());
   EMBER_CHECK(device_index >= 0 && device_index < n, "--gpus ", device_index, ": this machine has ", n,
               " CUDA device(s)");
   EMBER_CHECK(device_index == 0, "--gpus ", device_index,
               ": one process drives device 0 (use CUDA_VISIBLE_DEVICES to pick another)");
   CUDA_CHECK(cudaSetDevice(device_index));
+  cudaFuncAttributes probe;
+  if (const cudaError_t e = cudaFuncGetAttributes(&probe, reinterpret_cast<const void*>(&architecture_probe_kernel)); e != cudaSuccess) {
+    cudaGetLastError();
+    cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, device_index));
+    fail(cat(prop.name, " (sm_", prop.major, prop.minor, "): ", cudaGetErrorString(e), "; this build carries code for",
+             " CUDA_ARCH=\"", EMBER_CUDA_ARCH_LIST, "\" (PTX for the newest): rebuild with make CUDA_ARCH=", prop.major,
+             prop.minor));
+  }
   const Kernels* table = conv == ConvBackend::cudnn ? cudnn_kernels() : &native_kernels();
   EMBER_CHECK(table, "--conv cudnn: this build has no cuDNN (", is_simulated() ? "the CUDA emulator" : "cuDNN not found",
               "); use --conv native");

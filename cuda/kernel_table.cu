@@ -25,5 +25,8 @@ namespace ember::cuda {
 // This build has no cuDNN (CUDNN=0, or the emulator): --conv cudnn is refused by init().
 const Kernels* cudnn_kernels() { return nullptr; }
 void set_cudnn_benchmark(bool) {}
+void set_cudnn_deterministic(bool) {}
+void set_tf32(bool) {}
+bool tf32_enabled() { return false; }
 }  // namespace ember::cuda
 #endif

@@ -96,20 +96,31 @@ void declare_train_flags(Flags& f, TrainSettings& s) {
   f.add("profile", &s.profile, "1: time every CPU kernel call and print a table by kernel and dtype at the end");
   f.group("devices");
   f.add("gpus", &s.gpus, "GPUs to train on, e.g. 0, or 0,1,2,3 for one worker per GPU (empty: the CPU)");
-  f.add("conv", &s.conv, "GPU convolution, batch norm, pooling and GEMM: cudnn (cuDNN/cuBLAS) or native (ember's kernels)");
-  f.add("cudnn-benchmark", &s.cudnn_benchmark, "time cuDNN's convolution algorithms per shape instead of its heuristics");
+  declare_gpu_flags(f, s.gpu);
   declare_dist_flags(f, s.dist);
 }
 
 // The device to train on: the CPU, or this worker's GPU of --gpus (CUDA set up).
-Device open_gpu(int index, const std::string& conv, bool cudnn_benchmark, std::FILE* out) {
+void declare_gpu_flags(Flags& f, GpuOptions& g) {
+  f.add("conv", &g.conv, "GPU convolution, batch norm, pooling and GEMM: cudnn (cuDNN/cuBLAS) or native (ember's kernels)");
+  f.add("cudnn-benchmark", &g.cudnn_benchmark, "time cuDNN's convolution algorithms per shape instead of its heuristics");
+  f.add("cudnn-deterministic", &g.cudnn_deterministic,
+        "1: deterministic cuDNN algorithms where there is one (runs repeat bit for bit); 0: the fastest");
+  f.add("tf32", &g.tf32,
+        "1: f32 convolutions (cuDNN) and GEMMs (cuBLAS) may round inputs to TF32 on tensor cores (sm 80+); 0: full f32");
+}
+
+Device open_gpu(int index, const GpuOptions& o, std::FILE* out) {
 #if defined(EMBER_CUDA)
-  cuda::init(index, cuda::parse_conv_backend(conv), /*pinned_host=*/true);
-  cuda::set_cudnn_benchmark(cudnn_benchmark);
-  std::fprintf(out, "device: cuda:%d %s, --conv %s\n", index, cuda::device_name(index).c_str(), conv.c_str());
+  cuda::init(index, cuda::parse_conv_backend(o.conv), /*pinned_host=*/true);
+  cuda::set_cudnn_benchmark(o.cudnn_benchmark);
+  cuda::set_cudnn_deterministic(o.cudnn_deterministic);
+  cuda::set_tf32(o.tf32);
+  std::fprintf(out, "device: cuda:%d %s, --conv %s, --tf32 %d\n", index, cuda::device_name(index).c_str(),
+               o.conv.c_str(), int(o.tf32));
   return Device::cuda(index);
 #else
-  (void)index, (void)conv, (void)cudnn_benchmark, (void)out;
+  (void)index, (void)o, (void)out;
   fail("--gpus: this build of ember has no CUDA (it was built with CUDA=0, or without nvcc on the PATH)");
 #endif
 }
@@ -118,7 +129,7 @@ Device select_device(const TrainSettings& s, int local_rank, std::FILE* out) {
   if (s.gpus.empty()) return Device::cpu();
   EMBER_CHECK(local_rank < int(s.gpus.size()), "--gpus lists ", s.gpus.size(),
               " devices but this is local rank ", local_rank, ": list one GPU per worker on this host");
-  return open_gpu(s.gpus[size_t(local_rank)], s.conv, s.cudnn_benchmark, out);
+  return open_gpu(s.gpus[size_t(local_rank)], s.gpu, out);
 }
 
 // "3,224,224" -> {3, 224, 224}
@@ -167,7 +178,7 @@ void validate_train_settings(const TrainSettings& s) {
   EMBER_CHECK(s.load_epoch == 0 || !s.model_prefix.empty(), "--load-epoch needs --model-prefix");
   EMBER_CHECK(s.threads >= 0, "--threads must be >= 0");
   EMBER_CHECK(s.num_batches > 0, "--num-batches must be positive");
-  EMBER_CHECK(s.conv == "cudnn" || s.conv == "native", "unknown --conv '", s.conv, "' (native or cudnn)");
+  EMBER_CHECK(s.gpu.conv == "cudnn" || s.gpu.conv == "native", "unknown --conv '", s.gpu.conv, "' (native or cudnn)");
   EMBER_CHECK(s.data_nthreads >= 0, "--data-nthreads must be >= 0");
   EMBER_CHECK(s.precision == "fp32" || s.precision == "fp16" || s.precision == "bf16", "--precision '", s.precision,
               "': fp32, fp16 or bf16");

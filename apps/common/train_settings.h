@@ -15,6 +15,15 @@
 
 namespace ember::apps {
 
+// How a GPU runs: which table holds convolution, batch norm, pooling and
+// GEMM, and what cuDNN and cuBLAS may choose (cuda/cuda_device.h).
+struct GpuOptions {
+  std::string conv = "cudnn";       // cudnn | native
+  bool cudnn_benchmark = false;     // time cuDNN's algorithms per shape
+  bool cudnn_deterministic = true;  // prefer deterministic cuDNN algorithms (bit-for-bit runs)
+  bool tf32 = true;                 // f32 convolutions and GEMMs on TF32 tensor cores, as PyTorch's convolutions
+};
+
 struct TrainSettings {
   // model
   std::string network = "resnet";
@@ -79,18 +88,19 @@ struct TrainSettings {
   bool quiet = false;
   // devices
   std::vector<int> gpus;  // one worker per listed GPU
-  std::string conv = "cudnn";
-  bool cudnn_benchmark = false;
+  GpuOptions gpu;
   apps::DistSettings dist;
 };
 
+// Declares --conv, --cudnn-benchmark, --cudnn-deterministic and --tf32 (train_resnet, finetune_resnet, predict).
+void declare_gpu_flags(Flags& f, GpuOptions& g);
 // Declares every flag bound to s, grouped for --help.
 void declare_train_flags(Flags& f, TrainSettings& s);
 // One-line errors naming the flag.
 void validate_train_settings(const TrainSettings& s);
-// Sets up CUDA on GPU `index` with the --conv backend and says so on `out`;
-// a one-line error in a build without CUDA.
-Device open_gpu(int index, const std::string& conv, bool cudnn_benchmark, std::FILE* out);
+// Sets up CUDA on GPU `index` as `o` says and says so on `out`; a one-line
+// error in a build without CUDA.
+Device open_gpu(int index, const GpuOptions& o, std::FILE* out);
 // The device to train on: the CPU, or this worker's GPU of --gpus (CUDA set up).
 Device select_device(const TrainSettings& s, int local_rank, std::FILE* out);
 // "3,224,224" -> {3, 224, 224}

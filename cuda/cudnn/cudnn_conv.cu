@@ -1,16 +1,25 @@
 // cuda/cudnn/cudnn_conv.cu — convolution forward, backward-data and
 // backward-filter through cuDNN.
 //
-// Algorithms are chosen once per (direction, dtype, geometry) and cached:
-// by cuDNN's heuristics (cudnnGet*Algorithm_v7) by default, or by timing
-// every candidate (cudnnFind*Algorithm) when set_cudnn_benchmark(true) is on
-// (PyTorch's cudnn.benchmark). Among the candidates that succeed and fit the
-// workspace limit, a deterministic one is preferred, so training runs repeat
-// bit for bit. f32 convolutions use FMA math (no TF32): results stay within
-// f32 rounding of the CPU's. f16 and bf16 convolutions take 16-bit tensors
-// and filters with an f32 compute type in the convolution descriptor (f32
-// accumulation) and may use tensor cores (CUDNN_TENSOR_OP_MATH, which with
-// 16-bit data and f32 compute accumulates in f32; bf16 needs sm 80+). Workspaces come from the caching allocator.
+// Algorithms are chosen once per (direction, dtype, math, benchmark mode,
+// determinism, geometry) and cached: by cuDNN's heuristics (cudnnGet*Algorithm_v7) by default, or by
+// timing every candidate (cudnnFind*AlgorithmEx, with its workspace from the
+// caching allocator, so no cudaMalloc outside it) when set_cudnn_benchmark(true)
+// is on (PyTorch's cudnn.benchmark). Among the candidates that succeed and fit
+// the workspace limit, a deterministic one is preferred, so training runs
+// repeat bit for bit, unless set_cudnn_deterministic(false): then the
+// first-ranked one runs (the fastest, by the heuristics or the timing).
+//
+// Math: f32 convolutions use FMA math (no TF32) unless set_tf32(true), then
+// cuDNN's default math, which may run TF32 tensor cores (PyTorch's
+// cudnn.allow_tf32). f16 and bf16 convolutions take 16-bit tensors and
+// filters with an f32 compute type (f32 accumulation) and tensor-core math
+// (bf16 needs sm 80+). Each candidate names the math type it was ranked or
+// timed with, and the chosen one's is set on the descriptor before the
+// convolution runs, as PyTorch does: the descriptor's type only says what
+// may be tried. A candidate that converts f32 data to f16 (..._ALLOW_CONVERSION)
+// is never taken.
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -27,18 +36,28 @@ namespace {
 constexpr size_t kWorkspaceLimit = size_t(1) << 30;  // 1 GiB
 
 bool g_benchmark = false;
+bool g_deterministic = true;
 
 enum class Direction { forward, backward_data, backward_filter };
 
-using Key = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                       int64_t, int64_t>;
+// What a dtype's convolutions may run with: tensor cores for 16-bit data, TF32 or not for f32.
+cudnnMathType_t allowed_math(DType dt) {
+  if (is_16bit_float(dt)) return CUDNN_TENSOR_OP_MATH;
+  if (dt == DType::f32 && tf32_enabled()) return CUDNN_DEFAULT_MATH;
+  return CUDNN_FMA_MATH;
+}
+
+using Key = std::tuple<int, int, int, bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                       int64_t, int64_t, int64_t>;
 Key key_of(Direction d, DType dt, const Conv2dGeometry& g) {
-  return {int(d), int(dt), g.N, g.C, g.H, g.W, g.K, g.R, g.S, g.stride_h, g.stride_w, g.pad_h, g.pad_w};
+  return {int(d), int(dt), int(allowed_math(dt)), g_benchmark, g_deterministic, g.N, g.C, g.H, g.W, g.K, g.R, g.S,
+          g.stride_h, g.stride_w, g.pad_h, g.pad_w};
 }
 
 struct Choice {
   int algo = 0;
   size_t workspace = 0;
+  cudnnMathType_t math = CUDNN_FMA_MATH;
 };
 
 std::mutex g_cache_mu;
@@ -56,35 +75,67 @@ struct ConvDescriptors {
     w.kcrs(t, g.K, g.C, g.R, g.S);
     CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv, int(g.pad_h), int(g.pad_w), int(g.stride_h), int(g.stride_w), 1,
                                                 1, CUDNN_CROSS_CORRELATION, cudnn_compute_type(dt)));
-    CUDNN_CHECK(cudnnSetConvolutionMathType(conv, is_16bit_float(dt) ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+    CUDNN_CHECK(cudnnSetConvolutionMathType(conv, allowed_math(dt)));
   }
+  void use(const Choice& c) { CUDNN_CHECK(cudnnSetConvolutionMathType(conv, c.math)); }
 };
 
-// Picks from cuDNN's ranked candidates: the first that succeeded and fits,
-// preferring deterministic ones.
+// Whether a candidate ranked or timed with math type m may run: never one
+// that converts data to f16, and no tensor cores where FMA math is asked for.
+bool math_ok(DType dt, cudnnMathType_t m) {
+  if (m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) return false;
+  return allowed_math(dt) != CUDNN_FMA_MATH || m == CUDNN_FMA_MATH || m == CUDNN_DEFAULT_MATH;
+}
+
+// Picks from cuDNN's ranked candidates: the first that succeeded, fits and
+// has an allowed math type, preferring deterministic ones unless told not to.
 template <typename Perf>
-Choice pick(const Perf* perf, int count, const char* what) {
+Choice pick(DType dt, const Perf* perf, int count, const char* what) {
   const Perf* best = nullptr;
   for (int i = 0; i < count; ++i) {
-    if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kWorkspaceLimit) continue;
-    if (perf[i].determinism == CUDNN_DETERMINISTIC) {
+    if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kWorkspaceLimit || !math_ok(dt, perf[i].mathType))
+      continue;
+    if (!g_deterministic || perf[i].determinism == CUDNN_DETERMINISTIC) {
       best = &perf[i];
       break;
     }
     if (!best) best = &perf[i];
   }
   EMBER_CHECK(best, "cudnn ", what, ": no algorithm available for this convolution");
-  return {int(best->algo), best->memory};
+  // With FMA math asked for, run with it whatever the candidate was ranked with (DEFAULT would allow TF32).
+  const cudnnMathType_t math = allowed_math(dt) == CUDNN_FMA_MATH ? CUDNN_FMA_MATH : best->mathType;
+  return {int(best->algo), best->memory, math};
+}
+
+// The candidates of one direction: cuDNN's heuristics ranking, or with
+// benchmarking on, every algorithm timed on the caller's buffers with a
+// workspace as large as the largest the heuristics listed within the limit.
+// get(perf, n*) and find(perf, n*, workspace, bytes) call the direction's
+// cuDNN functions.
+template <typename Perf, int kCount, typename Get, typename Find>
+Choice choose(DType dt, const char* what, Get&& get, Find&& find) {
+  Perf perf[kCount];
+  int n = 0;
+  get(perf, &n);
+  if (g_benchmark) {
+    size_t bytes = 0;
+    for (int i = 0; i < n; ++i)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= kWorkspaceLimit)
+        bytes = std::max(bytes, perf[i].memory);
+    const DeviceBuffer workspace(bytes);
+    find(perf, &n, workspace.get(), bytes);
+  }
+  return pick(dt, perf, n, what);
 }
 
 template <typename F>
-Choice cached(Direction d, DType dt, const Conv2dGeometry& g, F&& choose) {
+Choice cached(Direction d, DType dt, const Conv2dGeometry& g, F&& choose_now) {
   const Key key = key_of(d, dt, g);
   {
     std::lock_guard<std::mutex> lock(g_cache_mu);
     if (auto it = g_cache.find(key); it != g_cache.end()) return it->second;
   }
-  const Choice c = choose();
+  const Choice c = choose_now();
   std::lock_guard<std::mutex> lock(g_cache_mu);
   g_cache[key] = c;
   return c;
@@ -93,21 +144,24 @@ Choice cached(Direction d, DType dt, const Conv2dGeometry& g, F&& choose) {
 }  // namespace
 
 void set_cudnn_benchmark(bool on) { g_benchmark = on; }
+void set_cudnn_deterministic(bool on) { g_deterministic = on; }
 
 void cudnn_conv2d_forward(DType dt, const Conv2dGeometry& g, const void* x, const void* w, void* y, Stream s) {
   cudnnHandle_t h = cudnn_handle(as_cuda_stream(s));
   ConvDescriptors d(dt, g, "conv2d_forward");
+  constexpr int kCount = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
   const Choice c = cached(Direction::forward, dt, g, [&] {
-    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    int n = 0;
-    if (g_benchmark)
-      CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(h, d.x, d.w, d.conv, d.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n,
-                                                       perf));
-    else
-      CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-                                                         &n, perf));
-    return pick(perf, n, "conv2d_forward");
+    return choose<cudnnConvolutionFwdAlgoPerf_t, kCount>(
+        dt, "conv2d_forward",
+        [&](auto* perf, int* n) {
+          CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, kCount, n, perf));
+        },
+        [&](auto* perf, int* n, void* ws, size_t bytes) {
+          CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, d.x, x, d.w, w, d.conv, d.y, y, kCount, n, perf, ws,
+                                                             bytes));
+        });
   });
+  d.use(c);
   DeviceBuffer ws(c.workspace);
   const Blend b;
   CUDNN_CHECK(cudnnConvolutionForward(h, b.one(dt), d.x, x, d.w, w, d.conv, cudnnConvolutionFwdAlgo_t(c.algo),
@@ -118,17 +172,19 @@ void cudnn_conv2d_backward_data(DType dt, const Conv2dGeometry& g, const void* g
                                 Stream s) {
   cudnnHandle_t h = cudnn_handle(as_cuda_stream(s));
   ConvDescriptors d(dt, g, "conv2d_backward_data");
+  constexpr int kCount = CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
   const Choice c = cached(Direction::backward_data, dt, g, [&] {
-    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    int n = 0;
-    if (g_benchmark)
-      CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(h, d.w, d.y, d.conv, d.x,
-                                                            CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf));
-    else
-      CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x,
-                                                              CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf));
-    return pick(perf, n, "conv2d_backward_data");
+    return choose<cudnnConvolutionBwdDataAlgoPerf_t, kCount>(
+        dt, "conv2d_backward_data",
+        [&](auto* perf, int* n) {
+          CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, kCount, n, perf));
+        },
+        [&](auto* perf, int* n, void* ws, size_t bytes) {
+          CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(h, d.w, w, d.y, gy, d.conv, d.x, gx, kCount, n,
+                                                                  perf, ws, bytes));
+        });
   });
+  d.use(c);
   DeviceBuffer ws(c.workspace);
   const Blend b;
   CUDNN_CHECK(cudnnConvolutionBackwardData(h, b.one(dt), d.w, w, d.y, gy, d.conv,
@@ -140,17 +196,19 @@ void cudnn_conv2d_backward_filter(DType dt, const Conv2dGeometry& g, const void*
                                   Stream s) {
   cudnnHandle_t h = cudnn_handle(as_cuda_stream(s));
   ConvDescriptors d(dt, g, "conv2d_backward_filter");
+  constexpr int kCount = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
   const Choice c = cached(Direction::backward_filter, dt, g, [&] {
-    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    int n = 0;
-    if (g_benchmark)
-      CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(h, d.x, d.y, d.conv, d.w,
-                                                              CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf));
-    else
-      CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w,
-                                                                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf));
-    return pick(perf, n, "conv2d_backward_filter");
+    return choose<cudnnConvolutionBwdFilterAlgoPerf_t, kCount>(
+        dt, "conv2d_backward_filter",
+        [&](auto* perf, int* n) {
+          CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, kCount, n, perf));
+        },
+        [&](auto* perf, int* n, void* ws, size_t bytes) {
+          CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, d.x, x, d.y, gy, d.conv, d.w, gw, kCount, n,
+                                                                    perf, ws, bytes));
+        });
   });
+  d.use(c);
   DeviceBuffer ws(c.workspace);
   const Blend b;
   CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, b.one(dt), d.x, x, d.y, gy, d.conv,

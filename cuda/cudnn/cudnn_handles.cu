@@ -2,13 +2,23 @@
 //
 // Created on first use (creating them needs a GPU) and kept for the life of
 // the process; every call rebinds the handle to the stream it is given.
-// cuBLAS itself is opened on first use (cublas_loader.h).
+// cuBLAS itself is opened on first use (cublas_loader.h). The TF32 switch
+// (cuda_device.h's set_tf32) lives here: cuBLAS's math mode follows it on
+// every call, and cudnn_conv.cu asks it when it picks an algorithm.
+#include <atomic>
 #include <mutex>
 
 #include "cuda/cudnn/cublas_loader.h"
+#include "cuda/cuda_device.h"
 #include "cuda/cudnn/cudnn_common.h"
 
 namespace ember::cuda {
+namespace {
+std::atomic<bool> g_tf32{false};
+}  // namespace
+
+void set_tf32(bool on) { g_tf32 = on; }
+bool tf32_enabled() { return g_tf32; }
 
 cudnnHandle_t cudnn_handle(cudaStream_t stream) {
   static cudnnHandle_t handle = [] {
@@ -24,11 +34,12 @@ cublasHandle_t cublas_handle(cudaStream_t stream) {
   static cublasHandle_t handle = [] {
     cublasHandle_t h = nullptr;
     CUBLAS_CHECK(cublas_api().create(&h));
-    // Full f32 precision: no TF32 tensor-core shortcuts for f32 GEMMs.
-    CUBLAS_CHECK(cublas_api().set_math_mode(h, CUBLAS_DEFAULT_MATH));
     return h;
   }();
   CUBLAS_CHECK(cublas_api().set_stream(handle, stream));
+  // f32 GEMMs: TF32 tensor cores when allowed, else full f32 (CUBLAS_DEFAULT_MATH never uses TF32). 16-bit GEMMs
+  // (cublasGemmEx with f32 compute) use tensor cores either way.
+  CUBLAS_CHECK(cublas_api().set_math_mode(handle, tf32_enabled() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   return handle;
 }
 

@@ -4,12 +4,18 @@
 // GEMM, in f32 and f64, and in f16 and bf16 (16-bit tensors with f32
 // compute, f32 batch-norm parameters). Runs on a GPU with cuDNN; skipped (with the reason) on the emulator and
 // without a GPU. Both tables are also checked against the CPU by the op
-// harness (tests/test_ops.cpp).
+// harness (tests/test_ops.cpp). Then the math the cuDNN table may use and
+// how it picks algorithms: TF32 on and off (cuda::set_tf32, --tf32) against
+// f64 on the CPU, and benchmark mode (cudnnFind*AlgorithmEx) against the
+// heuristics' picks.
+#include <algorithm>
 #include <cmath>
 #include <initializer_list>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "cuda/allocator.h"
 #include "engine/rng.h"
 #include "tests/cuda/cuda_test_env.h"
 
@@ -42,6 +48,10 @@ constexpr testing::needs kNeedsCudnn{
     "this build has no cuDNN (CUDNN=0)",
 #endif
     cudnn_in_build};
+
+// TF32 exists on sm 80 and newer.
+bool tf32_gpu() { return testing::cuda_device_present() && cuda::compute_capability(0) >= 80; }
+constexpr testing::needs kNeedsTf32{"TF32 needs an sm 80+ GPU", tf32_gpu};
 
 // Runs f with the native table, then with the cuDNN table, and returns both results.
 template <typename F>
@@ -212,4 +222,135 @@ TEST_CASE("cudnn vs native in f16 and bf16: 16-bit tensors, f32 compute and f32 
     CHECK(max_rel_diff(pool.second, pool.first) < tol);
     check_gemm(h, 30, tol);
   }
+}
+
+namespace {
+
+// Host values -> a CPU tensor of f64 (the references below).
+Tensor cpu_f64(const std::vector<double>& values, const Shape& shape) {
+  return Tensor::from_vector(values, shape, DType::f64, Device::cpu());
+}
+std::vector<double> absolute(std::vector<double> v) {
+  for (double& x : v) x = std::abs(x);
+  return v;
+}
+
+// The largest |got - ref| relative to the sum of |terms| of each output (the
+// scale of its rounding error): about 2^-11 per product for TF32 inputs, about
+// 2^-24 times a few for f32 (worst over ~10^5 outputs: ~1e-4 vs ~1e-8).
+double max_error_per_term(const std::vector<double>& got, const std::vector<double>& ref,
+                          const std::vector<double>& sum_abs) {
+  REQUIRE(got.size() == ref.size());
+  REQUIRE(got.size() == sum_abs.size());
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - ref[i]) / (sum_abs[i] + 1e-30));
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("cudnn: TF32 on runs f32 convolutions and GEMMs with TF32 inputs, off keeps f32 precision" *
+          ember::testing::kNeedsCudaDevice * kNeedsCudnn * kNeedsTf32) {
+  REQUIRE(testing::cuda_available());
+  testing::select_cudnn_kernels();
+  const Kernels& k = *cuda::cudnn_kernels();
+  const Stream s = testing::cuda_stream();
+  const Kernels& cpu = testing::cpu_table();
+
+  // A 3x3 convolution of 64 channels: 576 products per output.
+  const Conv2dGeometry g = make_conv2d_geometry(8, 64, 14, 14, 64, 3, 3, 1, 1, 1, 1);
+  const Tensor x = to_cuda(random_values(size_t(g.N * g.C * g.H * g.W), 41), {g.N, g.C, g.H, g.W}, DType::f32);
+  const Tensor w = to_cuda(random_values(size_t(g.K * g.C * g.R * g.S), 42), {g.K, g.C, g.R, g.S}, DType::f32);
+  const std::vector<double> xv = to_host(x), wv = to_host(w);  // the f32 values, exactly
+  const Shape yshape{g.N, g.K, g.P, g.Q};
+  auto cpu_conv = [&](const std::vector<double>& a, const std::vector<double>& b) {
+    const Tensor ca = cpu_f64(a, x.shape()), cb = cpu_f64(b, w.shape());
+    Tensor y = Tensor::empty(yshape, DType::f64, Device::cpu());
+    cpu.conv2d_forward(DType::f64, g, ca.raw_data(), cb.raw_data(), y.raw_data(), nullptr);
+    return y.to_double_vector();
+  };
+  const std::vector<double> conv_ref = cpu_conv(xv, wv), conv_scale = cpu_conv(absolute(xv), absolute(wv));
+  auto conv_error = [&](bool tf32) {
+    cuda::set_tf32(tf32);
+    Tensor y = Tensor::empty(yshape, DType::f32, Device::cuda(0));
+    k.conv2d_forward(DType::f32, g, x.raw_data(), w.raw_data(), y.raw_data(), s);
+    return max_error_per_term(to_host(y), conv_ref, conv_scale);
+  };
+
+  // C = A B, [256, 576] x [576, 256].
+  const int64_t M = 256, N = 256, K = 576;
+  const Tensor A = to_cuda(random_values(size_t(M * K), 43), {M, K}, DType::f32);
+  const Tensor B = to_cuda(random_values(size_t(K * N), 44), {K, N}, DType::f32);
+  auto cpu_gemm = [&](const std::vector<double>& a, const std::vector<double>& b) {
+    const Tensor ca = cpu_f64(a, A.shape()), cb = cpu_f64(b, B.shape());
+    Tensor c = Tensor::zeros({M, N}, DType::f64, Device::cpu());
+    cpu.gemm(DType::f64, false, false, M, N, K, 1.0, ca.raw_data(), K, cb.raw_data(), N, 0.0, c.raw_data(), N, nullptr);
+    return c.to_double_vector();
+  };
+  const std::vector<double> gemm_ref = cpu_gemm(to_host(A), to_host(B));
+  const std::vector<double> gemm_scale = cpu_gemm(absolute(to_host(A)), absolute(to_host(B)));
+  auto gemm_error = [&](bool tf32) {
+    cuda::set_tf32(tf32);
+    Tensor c = Tensor::zeros({M, N}, DType::f32, Device::cuda(0));
+    k.gemm(DType::f32, false, false, M, N, K, 1.0, A.raw_data(), K, B.raw_data(), N, 0.0, c.raw_data(), N, s);
+    return max_error_per_term(to_host(c), gemm_ref, gemm_scale);
+  };
+
+  for (const char* what : {"conv2d_forward", "gemm"}) {
+    CAPTURE(what);
+    const bool conv = std::string(what) == "conv2d_forward";
+    const double off = conv ? conv_error(false) : gemm_error(false);
+    const double on = conv ? conv_error(true) : gemm_error(true);
+    const double off_again = conv ? conv_error(false) : gemm_error(false);  // the choice is cached per math mode
+    MESSAGE(what << ": worst error per unit of sum |terms|: f32 " << off << ", TF32 " << on);
+    CHECK(off < 1e-6);
+    CHECK(off_again < 1e-6);
+    CHECK(on < 2.5e-3);       // within TF32: 10 mantissa bits per input, either rounding
+    CHECK(on > 1e-6);         // and TF32 was used: far beyond f32's rounding
+    CHECK(on > 20 * off);
+  }
+  cuda::set_tf32(false);
+  testing::select_native_kernels();
+}
+
+TEST_CASE("cudnn: benchmark mode times the algorithms on the caller's buffers and agrees with the heuristics' picks" *
+          ember::testing::kNeedsCudaDevice * kNeedsCudnn) {
+  REQUIRE(testing::cuda_available());
+  testing::select_cudnn_kernels();
+  const Kernels& k = *cuda::cudnn_kernels();
+  const Stream s = testing::cuda_stream();
+  const Conv2dGeometry geos[] = {make_conv2d_geometry(8, 32, 28, 28, 64, 3, 3, 2, 2, 1, 1),
+                                 make_conv2d_geometry(4, 64, 14, 14, 64, 3, 3, 1, 1, 1, 1),
+                                 make_conv2d_geometry(4, 64, 14, 14, 256, 1, 1, 1, 1, 0, 0)};
+  for (const DType dt : {DType::f32, DType::f16}) {
+    for (const auto& g : geos) {
+      CAPTURE(dtype_name(dt));
+      CAPTURE(g.K);
+      const Tensor x = to_cuda(random_values(size_t(g.N * g.C * g.H * g.W), 51), {g.N, g.C, g.H, g.W}, dt);
+      const Tensor w = to_cuda(random_values(size_t(g.K * g.C * g.R * g.S), 52), {g.K, g.C, g.R, g.S}, dt);
+      const Tensor gy = to_cuda(random_values(size_t(g.N * g.K * g.P * g.Q), 53), {g.N, g.K, g.P, g.Q}, dt);
+      auto passes = [&](bool benchmark) {
+        cuda::set_cudnn_benchmark(benchmark);
+        Tensor y = Tensor::empty(gy.shape(), dt, Device::cuda(0));
+        Tensor gx = Tensor::empty(x.shape(), dt, Device::cuda(0)), gw = Tensor::empty(w.shape(), dt, Device::cuda(0));
+        k.conv2d_forward(dt, g, x.raw_data(), w.raw_data(), y.raw_data(), s);
+        k.conv2d_backward_data(dt, g, gy.raw_data(), w.raw_data(), gx.raw_data(), s);
+        k.conv2d_backward_filter(dt, g, x.raw_data(), gy.raw_data(), gw.raw_data(), s);
+        return concat_host({&y, &gx, &gw});
+      };
+      const std::vector<double> heuristic = passes(false);
+      const size_t in_use = cuda::device_allocator_stats().bytes_in_use;
+      const std::vector<double> timed = passes(true);  // first use of the shape in this mode: timed
+      const std::vector<double> again = passes(true);  // cached
+      CHECK(cuda::device_allocator_stats().bytes_in_use == in_use);  // Find's workspace went back to the cache
+      // Different algorithms round differently. Timing may pick FFT or Winograd algorithms, whose f32 results
+      // are further from exact than direct summation (the H200 gave 1.1e-4 on the stride-2 filter gradient, a
+      // sum of 1568 products per output); f16 within a few of its ulps. A wrong buffer is off by O(1).
+      const double tol = dt == DType::f32 ? 1e-3 : 2e-2;
+      CHECK(max_rel_diff(timed, heuristic) < tol);
+      CHECK(max_rel_diff(again, timed) == 0.0);  // deterministic algorithms are preferred
+    }
+  }
+  cuda::set_cudnn_benchmark(false);
+  testing::select_native_kernels();
 }

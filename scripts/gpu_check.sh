@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# scripts/gpu_check.sh — one GPU session in one command, for a machine with a GPU and a copy of
+# this repository whose .gpu/ was filled by scripts/gpu_pack.sh (binaries built elsewhere):
+#   1. ember's CUDA test cases (test_ember: cuda*, cudnn*, nccl*, cublas*, and the op harness,
+#      whose backend axis adds `cuda` when a device is present);
+#   2. training img/s on synthetic data (train_resnet --benchmark 1): ResNet-50 224x224 batch 64
+#      and ResNet-20 28x28 batch 128, cuDNN vs ember's native kernels, fp32/fp16/bf16;
+#   3. the same models in PyTorch on the same GPU (scripts/torch_gpu_ref.py), when it is there;
+#   4. the Fashion-MNIST recipe of `make train` on the GPU (accuracy and time), cuDNN fp32 and native fp16;
+#   5. (not by default) each kernel's time under Nsight Compute (ncu), native and cuDNN, as CSV;
+#   6. (not by default) an A/B of train_resnet against .gpu/bin/train_resnet_base.xz, alternating.
+# Each part has its own time limit; logs go to $OUT (default /tmp/gpu_check). PARTS="1 2" picks.
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/gpu_check}; PARTS=${PARTS:-1 2 3 4}
+mkdir -p "$OUT" build
+say() { echo "=== $* [$(date +%T)]"; }
+wants() { [[ " $PARTS " == *" $1 "* ]]; }
+
+say "setup (ember $(cat .gpu/commit 2>/dev/null))"
+for f in .gpu/bin/*.xz; do
+  b=build/$(basename "$f" .xz)
+  xz -dc "$f" > "$b" 2>/dev/null || python3 -c 'import lzma,sys; sys.stdout.buffer.write(lzma.open(sys.argv[1]).read())' "$f" > "$b"
+  chmod +x "$b"
+done
+mkdir -p /usr/share/datasets/fashion-mnist && cp -n .gpu/fashion-mnist/*.gz /usr/share/datasets/fashion-mnist/ 2>/dev/null
+# cuDNN, cuBLAS and NCCL: the machine's CUDA install, else PyTorch's wheels.
+libdirs=$PWD/.gpu/lib
+py_nvidia=$(python3 -c 'import nvidia, sys; print(*nvidia.__path__)' 2>/dev/null)
+for lib in libcudnn.so.9 libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
+  ldconfig -p | grep -q "$lib " && continue
+  d=$(find /usr/local/cuda*/ $py_nvidia -name "$lib" 2>/dev/null | head -1)
+  [ -n "$d" ] && libdirs=$libdirs:$(dirname "$d") || echo "not found: $lib"
+done
+export LD_LIBRARY_PATH=$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
+ldd build/test_ember | grep "not found"
+nproc
+
+if wants 1; then
+  say "1. CUDA test cases"
+  timeout 200 build/test_ember -tc="cuda*,cudnn*,nccl*,cublas*,ops:*" --duration=true > "$OUT/tests.log" 2>&1
+  echo "exit $?"
+  grep -E "ERROR|FATAL|test cases:|assertions:|skip\]|Status|terminate|Abort|Segment|error:" "$OUT/tests.log" | head -80
+  sort -t' ' -k1 -gr <(grep -E "^[0-9.]+ s: " "$OUT/tests.log") | head -8
+  # A build with a bug planted on purpose (packed by hand as .gpu/bin/test_ember_planted.xz) must fail
+  # the test cases named by PLANTED_TESTS.
+  if [ -x build/test_ember_planted ]; then
+    timeout 60 build/test_ember_planted -tc="${PLANTED_TESTS:-cudnn: TF32*}" > "$OUT/planted.log" 2>&1
+    echo "planted-bug build: exit $? (non-zero expected)"
+    grep -E "ERROR|test cases:" "$OUT/planted.log" | head -12
+  fi
+fi
+
+bench() {  # bench LABEL ARGS...: one train_resnet --benchmark run, its median line
+  local label=$1; shift
+  local line; line=$(timeout 60 build/train_resnet --benchmark 1 --gpus 0 "$@" 2>&1 | tee -a "$OUT/bench.log" \
+    | grep -E "Median speed|rror" | tail -1)
+  echo "ember $label: ${line:-no result (see bench.log)}"
+}
+if wants 2; then
+  say "2. ember training img/s (synthetic data)"
+  r50="--num-layers 50 --image-shape 3,224,224 --batch-size 64 --num-batches 20"
+  bench "resnet50-224 batch64 fp32 cudnn --tf32 0" $r50 --tf32 0
+  bench "resnet50-224 batch64 fp32 cudnn --tf32 1" $r50 --tf32 1
+  bench "resnet50-224 batch64 fp32 cudnn --tf32 1 --cudnn-deterministic 0" $r50 --tf32 1 --cudnn-deterministic 0
+  bench "resnet50-224 batch64 fp32 native" $r50 --conv native
+  for prec in fp16 bf16; do
+    bench "resnet50-224 batch64 $prec cudnn" $r50 --precision $prec
+    bench "resnet50-224 batch64 $prec cudnn --cudnn-deterministic 0" $r50 --precision $prec --cudnn-deterministic 0
+  done
+  bench "resnet50-224 batch64 fp16 cudnn --cudnn-benchmark 1" $r50 --precision fp16 --cudnn-benchmark 1
+  bench "resnet50-224 batch64 fp16 cudnn --cudnn-benchmark 1 --cudnn-deterministic 0" $r50 --precision fp16 \
+    --cudnn-benchmark 1 --cudnn-deterministic 0
+  bench "resnet50-224 batch64 fp16 native" $r50 --precision fp16 --conv native
+  for conv in cudnn native; do
+    bench "resnet20-28 batch128 fp32 $conv" --num-layers 20 --image-shape 1,28,28 --batch-size 128 --num-batches 50 --conv $conv
+  done
+fi
+
+if wants 3; then
+  say "3. PyTorch on the same GPU"
+  timeout 120 python3 scripts/torch_gpu_ref.py 2>&1 | tee "$OUT/torch.log" | grep -v Warning
+fi
+
+if wants 4; then
+  say "4. Fashion-MNIST, the make-train recipe (ResNet-20, 10 epochs) on the GPU: cuDNN fp32, native fp16"
+  for run in "cudnn-fp32:--conv cudnn --precision fp32" "native-fp16:--conv native --precision fp16"; do
+    t0=$SECONDS; timeout 150 build/train_resnet --gpus 0 --network resnet --num-layers 20 --dataset fashion-mnist \
+      --disp-batches 200 ${run#*:} > "$OUT/train-${run%%:*}.log" 2>&1
+    echo "${run%%:*}: exit $?, wall $((SECONDS - t0)) s"
+    grep -E "Validation-accuracy|rror" "$OUT/train-${run%%:*}.log" | tail -3
+  done
+fi
+
+if wants 5; then
+  say "5. kernel times under Nsight Compute: ResNet-50 batch 64 fp32, native and cuDNN (first 900 launches)"
+  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+  for conv in native cudnn; do
+    timeout 100 "${NCU:-ncu}" --metrics gpu__time_duration.sum --csv --launch-count 900 build/train_resnet --benchmark 1 \
+      --gpus 0 --num-layers 50 --image-shape 3,224,224 --batch-size 64 --num-batches 1 --conv $conv --tf32 0 \
+      > "$OUT/ncu-$conv.csv" 2>> "$OUT/bench.log"
+    echo "ncu $conv: exit $?, $(grep -c gpu__time_duration "$OUT/ncu-$conv.csv") kernel launches timed"
+  done
+fi
+if wants 6 && [ -x build/train_resnet_base ]; then
+  # A/B against an earlier build (packed by hand as .gpu/bin/train_resnet_base.xz), alternating, 3 runs each.
+  ab=${AB_ARGS:---num-layers 50 --image-shape 3,224,224 --batch-size 64 --num-batches 20 --precision fp16}
+  say "6. A/B, base build vs this one, alternating: $ab"
+  for i in 1 2 3; do
+    for b in train_resnet_base train_resnet; do
+      echo "$b: $(timeout 60 build/$b --benchmark 1 --gpus 0 $ab 2>&1 | tee -a "$OUT/bench.log" | grep -E "Median speed|rror" | tail -1)"
+    done
+  done
+fi
+say "done"
