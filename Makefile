@@ -225,9 +225,12 @@ $(BUILD)/obj/ops/cpu/%.cpp.o $(BUILD)/obj/engine/half.cpp.o $(BUILD)/obj/engine/
   $(BUILD)/obj-sim/cuda/%.o: OPT := $(OPT_KERNELS)
 endif
 
+# The PTX of the newest architecture is kept as $(BUILD)/ptx/<file>.ptx (nvcc's
+# intermediate, no extra compile): tests/test_cuda_ptx.cpp reads it.
 $(BUILD)/obj/%.cu.o: %.cu
-	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -DEMBER_CUDA=1 -c $< -o $@
+	@mkdir -p $(dir $@) $(dir $(BUILD)/ptx/$*) $(BUILD)/keep/$*
+	$(NVCC) $(NVCCFLAGS) -DEMBER_CUDA=1 -keep -keep-dir $(BUILD)/keep/$* -c $< -o $@
+	@mv $(BUILD)/keep/$*/$(notdir $*).compute_$(PTX_ARCH).ptx $(BUILD)/ptx/$*.ptx; rm -rf $(BUILD)/keep/$*
 
 # Emulator objects: .cu through g++, and the tests of the CUDA backend
 # compiled for the emulator (EMBER_CUDASIM instead of EMBER_CUDA).

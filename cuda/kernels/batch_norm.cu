@@ -32,6 +32,7 @@
 #include <cmath>
 
 #include "cuda/allocator.h"
+#include "cuda/kernels/fast_divmod.cuh"
 #include "cuda/cuda_kernels.h"
 #include "cuda/kernels/reduce.cuh"
 
@@ -51,9 +52,10 @@ constexpr int64_t kTargetBlocks = 264;     // split channels until about this ma
 //   kGrad = false:  pa = sum (x - shift), pb = sum (x - shift)^2, shift = x[0, c, 0]
 //   kGrad = true:   pa = sum gy,  pb = sum gy * (x - mean[c])  (x - mean in T)
 //   x, gy: [N, C, HW]   mean: [C]   pa, pb: [C, G]
-template <typename T, bool kGrad, typename P = compute_t<T>>
-__global__ void partial_sums_kernel(const T* x, const T* gy, const P* mean, int64_t N, int64_t C, int64_t HW,
-                                    int64_t chunk, double* pa, double* pb) {
+template <typename T, bool kGrad, typename I, typename P = compute_t<T>>
+__global__ void partial_sums_kernel(const T* x, const T* gy, const P* mean, int64_t N, int64_t C,
+                                    IndexDivisor<I> by_HW, int64_t chunk, double* pa, double* pb) {
+  const int64_t HW = by_HW.value();
   const int64_t c = blockIdx.x, g = blockIdx.y, G = gridDim.y, M = N * HW;
   const int64_t begin = g * chunk, end = std::min(M, begin + chunk);
   P center = P(0);  // the shift the sums are taken around
@@ -63,7 +65,9 @@ __global__ void partial_sums_kernel(const T* x, const T* gy, const P* mean, int6
     center = to_compute(x[c * HW]);
   double a = 0.0, b = 0.0;
   for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
-    const int64_t at = ((j / HW) * C + c) * HW + j % HW;
+    I n, hw;
+    by_HW.divmod(I(j), n, hw);
+    const int64_t at = (int64_t(n) * C + c) * HW + hw;
     if constexpr (kGrad) {
       const double gv = double(to_compute(gy[at]));
       a += gv;
@@ -125,10 +129,14 @@ __global__ void eval_coef_kernel(const T* gamma, const T* beta, const T* running
 }
 
 // y = (x - coef[0, c]) * coef[1, c] + coef[2, c]        x, y: [N, C, HW]  coef: [3, C]
-template <typename T, typename P = compute_t<T>>
-__global__ void forward_apply_kernel(const T* x, T* y, const P* coef, int64_t total, int64_t C, int64_t HW) {
+template <typename T, typename I, typename P = compute_t<T>>
+__global__ void forward_apply_kernel(const T* x, T* y, const P* coef, int64_t total, IndexDivisor<I> by_HW,
+                                     IndexDivisor<I> by_C) {
+  const int64_t C = by_C.value();
   for (int64_t i = grid_thread_index(); i < total; i += grid_thread_count()) {
-    const int64_t c = (i / HW) % C;
+    I nc, hw, n, c;
+    by_HW.divmod(I(i), nc, hw);
+    by_C.divmod(nc, n, c);
     y[i] = to_storage<T>((to_compute(x[i]) - coef[c]) * coef[C + c] + coef[2 * C + c]);
   }
 }
@@ -163,11 +171,14 @@ __global__ void backward_finalize_kernel(const double* pa, const double* pb, int
 
 // kTrain: gx = A*gy + (B*(x - mean) + D); else gx = A*gy.
 //   x, gy, gx: [N, C, HW]   coef: [4, C]
-template <typename T, bool kTrain, typename P = compute_t<T>>
-__global__ void backward_apply_kernel(const T* x, const T* gy, T* gx, const P* coef, int64_t total, int64_t C,
-                                      int64_t HW) {
+template <typename T, bool kTrain, typename I, typename P = compute_t<T>>
+__global__ void backward_apply_kernel(const T* x, const T* gy, T* gx, const P* coef, int64_t total,
+                                      IndexDivisor<I> by_HW, IndexDivisor<I> by_C) {
+  const int64_t C = by_C.value();
   for (int64_t i = grid_thread_index(); i < total; i += grid_thread_count()) {
-    const int64_t c = (i / HW) % C;
+    I nc, hw, n, c;
+    by_HW.divmod(I(i), nc, hw);
+    by_C.divmod(nc, n, c);
     if (kTrain)
       gx[i] = to_storage<T>(coef[C + c] * to_compute(gy[i]) +
                             (coef[2 * C + c] * (to_compute(x[i]) - coef[c]) + coef[3 * C + c]));
@@ -194,8 +205,22 @@ template <typename T, bool kGrad>
 void partial_sums(const T* x, const T* gy, const compute_t<T>* mean, int64_t N, int64_t C, int64_t HW, const Split& sp,
                   double* part, cudaStream_t stream) {
   EMBER_CHECK(C <= 0x7fffffff, "cuda batch norm: too many channels (", C, ")");
-  launch(partial_sums_kernel<T, kGrad>, dim3(unsigned(C), unsigned(sp.G)), dim3(kSumThreads), 0, stream, x, gy, mean,
-         N, C, HW, sp.chunk, part, part + C * sp.G);
+  with_index_type(N * HW, [&](auto i) {
+    using I = decltype(i);
+    launch(partial_sums_kernel<T, kGrad, I>, dim3(unsigned(C), unsigned(sp.G)), dim3(kSumThreads), 0, stream, x, gy,
+           mean, N, C, IndexDivisor<I>(HW), sp.chunk, part, part + C * sp.G);
+  });
+}
+
+// y = the forward's affine map of x, over `total` = N*C*HW elements.
+template <typename T, typename P = compute_t<T>>
+void forward_apply(const T* x, T* y, const P* coef, int64_t total, int64_t C, int64_t HW, cudaStream_t stream) {
+  if (total <= 0) return;
+  with_index_type(total, [&](auto i) {
+    using I = decltype(i);
+    launch(forward_apply_kernel<T, I>, dim3(blocks_for(total, kApplyThreads)), dim3(kApplyThreads), 0, stream, x, y,
+           coef, total, IndexDivisor<I>(HW), IndexDivisor<I>(C));
+  });
 }
 
 }  // namespace
@@ -217,10 +242,7 @@ void batch_norm_forward_train(DType dt, const void* x, const void* gamma, const 
            part.as<double>(), part.as<double>() + C * sp.G, sp.G, N, C, HW, static_cast<const P*>(gamma),
            static_cast<const P*>(beta), static_cast<P*>(save_mean), static_cast<P*>(save_invstd),
            static_cast<P*>(running_mean), static_cast<P*>(running_var), momentum, eps, coef.as<P>());
-    const int64_t total = N * C * HW;
-    if (total > 0)
-      launch(forward_apply_kernel<T>, dim3(blocks_for(total, kApplyThreads)), dim3(kApplyThreads), 0, s, px,
-             static_cast<T*>(y), coef.as<const P>(), total, C, HW);
+    forward_apply<T>(px, static_cast<T*>(y), coef.as<const P>(), N * C * HW, C, HW, s);
   });
 }
 
@@ -237,8 +259,7 @@ void batch_norm_forward_eval(DType dt, const void* x, const void* gamma, const v
     launch(eval_coef_kernel<P>, dim3(blocks_for(C, kChannelThreads)), dim3(kChannelThreads), 0, s,
            static_cast<const P*>(gamma), static_cast<const P*>(beta), static_cast<const P*>(running_mean),
            static_cast<const P*>(running_var), C, eps, coef.as<P>());
-    launch(forward_apply_kernel<T>, dim3(blocks_for(total, kApplyThreads)), dim3(kApplyThreads), 0, s,
-           static_cast<const T*>(x), static_cast<T*>(y), coef.as<const P>(), total, C, HW);
+    forward_apply<T>(static_cast<const T*>(x), static_cast<T*>(y), coef.as<const P>(), total, C, HW, s);
   });
 }
 
@@ -258,8 +279,11 @@ void batch_norm_backward(const T* x, const T* gy, const P* gamma, const P* mean,
          coef.as<P>());
   const int64_t total = N * C * HW;
   if (total > 0)
-    launch(backward_apply_kernel<T, kTrain>, dim3(blocks_for(total, kApplyThreads)), dim3(kApplyThreads), 0, s, x, gy,
-           gx, coef.as<const P>(), total, C, HW);
+    with_index_type(total, [&](auto i) {
+      using I = decltype(i);
+      launch(backward_apply_kernel<T, kTrain, I>, dim3(blocks_for(total, kApplyThreads)), dim3(kApplyThreads), 0, s,
+             x, gy, gx, coef.as<const P>(), total, IndexDivisor<I>(HW), IndexDivisor<I>(C));
+    });
 }
 }  // namespace
 

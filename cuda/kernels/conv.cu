@@ -33,7 +33,10 @@
 // layers have P*Q = 49, far too little for a GPU per image), and the same
 // tile loop — and the same test coverage — as the plain GEMM. The price is
 // an index decode per gathered element; indices are 32-bit whenever every
-// tensor has fewer than 2^31 elements (the usual case), 64-bit otherwise.
+// tensor has fewer than 2^31 elements (the usual case), 64-bit otherwise,
+// and the decode divides by multiplication (fast_divmod.cuh): the 32-bit
+// kernels hold no division instruction (tests/test_cuda_ptx.cpp reads the
+// PTX to make sure).
 //
 // im2col / col2im (one image, as ops/kernels.h defines them) are one thread
 // per output element; col2im is a gather per input pixel over the (r, s)
@@ -44,6 +47,7 @@
 
 #include "cuda/allocator.h"
 #include "cuda/cuda_kernels.h"
+#include "cuda/kernels/fast_divmod.cuh"
 #include "cuda/kernels/gemm.cuh"
 
 namespace ember::cuda {
@@ -55,16 +59,22 @@ constexpr int64_t kSplitTargetBlocks = 264;  // split-K until about this many bl
 constexpr int64_t kSplitMinChunk = 256;     // inner-dimension elements per split-K slice, at least
 constexpr int kMaxSplits = 64;
 
-// The geometry as index type I (int32_t when every tensor fits, else int64_t).
+// The geometry as index type I (int32_t when every tensor fits, else int64_t),
+// with the divisors the index decodes use.
 template <typename I>
 struct ConvDims {
   I N, C, H, W, K, R, S, sh, sw, ph, pw, P, Q;
+  IndexDivisor<I> by_R, by_S, by_H, by_W, by_Q, by_PQ, by_sh, by_sw;
 };
 
 template <typename I>
 ConvDims<I> dims_of(const Conv2dGeometry& g) {
-  return ConvDims<I>{I(g.N), I(g.C), I(g.H), I(g.W), I(g.K), I(g.R), I(g.S), I(g.stride_h), I(g.stride_w),
-                     I(g.pad_h), I(g.pad_w), I(g.P), I(g.Q)};
+  using D = IndexDivisor<I>;
+  ConvDims<I> d{I(g.N), I(g.C), I(g.H), I(g.W), I(g.K), I(g.R), I(g.S), I(g.stride_h), I(g.stride_w),
+                I(g.pad_h), I(g.pad_w), I(g.P), I(g.Q), {}, {}, {}, {}, {}, {}, {}, {}};
+  d.by_R = D(g.R), d.by_S = D(g.S), d.by_H = D(g.H), d.by_W = D(g.W), d.by_Q = D(g.Q), d.by_PQ = D(g.P * g.Q);
+  d.by_sh = D(g.stride_h), d.by_sw = D(g.stride_w);
+  return d;
 }
 
 // im2col entry (row crs = (c*R + r)*S + s, column pq = p*Q + q) of image n.
@@ -72,9 +82,10 @@ ConvDims<I> dims_of(const Conv2dGeometry& g) {
 // (storage T, returned in compute_t<T>)
 template <typename T, typename I>
 __device__ __forceinline__ compute_t<T> im2col_value(const T* x, const ConvDims<I>& d, I n, I crs, I pq) {
-  const I s = crs % d.S, cr = crs / d.S;
-  const I r = cr % d.R, c = cr / d.R;
-  const I q = pq % d.Q, p = pq / d.Q;
+  I cr, s, c, r, p, q;
+  d.by_S.divmod(crs, cr, s);
+  d.by_R.divmod(cr, c, r);
+  d.by_Q.divmod(pq, p, q);
   const I h = p * d.sh - d.ph + r, w = q * d.sw - d.pw + s;
   return (h >= 0 && h < d.H && w >= 0 && w < d.W) ? to_compute(x[((n * d.C + c) * d.H + h) * d.W + w])
                                                   : compute_t<T>(0);
@@ -85,10 +96,12 @@ __device__ __forceinline__ compute_t<T> im2col_value(const T* x, const ConvDims<
 // col[crs, pq] = x[c, p*sh - ph + r, q*sw - pw + s] (0 outside)     x: [C, H, W]  col: [C*R*S, P*Q]
 template <typename T, typename I>
 __global__ void im2col_kernel(ConvDims<I> d, const T* x, T* col) {
-  const I PQ = d.P * d.Q;
-  const int64_t total = int64_t(d.C) * d.R * d.S * PQ;
-  for (int64_t i = grid_thread_index(); i < total; i += grid_thread_count())
-    col[i] = to_storage<T>(im2col_value(x, d, I(0), I(i / PQ), I(i % PQ)));
+  const int64_t total = int64_t(d.C) * d.R * d.S * d.P * d.Q;
+  for (int64_t i = grid_thread_index(); i < total; i += grid_thread_count()) {
+    I crs, pq;
+    d.by_PQ.divmod(I(i), crs, pq);
+    col[i] = to_storage<T>(im2col_value(x, d, I(0), crs, pq));
+  }
 }
 
 // x[c, h, w] = sum over the taps (r, s) with h + ph - r = p*sh, w + pw - s = q*sw
@@ -98,16 +111,23 @@ __global__ void col2im_kernel(ConvDims<I> d, const T* col, T* x) {
   const I PQ = d.P * d.Q;
   const int64_t total = int64_t(d.C) * d.H * d.W;
   for (int64_t i = grid_thread_index(); i < total; i += grid_thread_count()) {
-    const I w = I(i % d.W), h = I((i / d.W) % d.H), c = I(i / (int64_t(d.W) * d.H));
+    I ch, w, c, h;
+    d.by_W.divmod(I(i), ch, w);
+    d.by_H.divmod(ch, c, h);
     compute_t<T> sum = 0;
     for (I r = 0; r < d.R; ++r) {
       const I hp = h + d.ph - r;
-      if (hp < 0 || hp % d.sh != 0 || hp / d.sh >= d.P) continue;
-      const I p = hp / d.sh;
+      if (hp < 0) continue;
+      I p, hp_rem;
+      d.by_sh.divmod(hp, p, hp_rem);
+      if (hp_rem != 0 || p >= d.P) continue;
       for (I s = 0; s < d.S; ++s) {
         const I wq = w + d.pw - s;
-        if (wq < 0 || wq % d.sw != 0 || wq / d.sw >= d.Q) continue;
-        sum += to_compute(col[((c * d.R + r) * d.S + s) * PQ + p * d.Q + wq / d.sw]);
+        if (wq < 0) continue;
+        I q, wq_rem;
+        d.by_sw.divmod(wq, q, wq_rem);
+        if (wq_rem != 0 || q >= d.Q) continue;
+        sum += to_compute(col[((c * d.R + r) * d.S + s) * PQ + p * d.Q + q]);
       }
     }
     x[i] = to_storage<T>(sum);
@@ -133,8 +153,9 @@ struct ForwardB {
   ConvDims<I> d;
   static constexpr bool kKFastest = false;  // consecutive columns = consecutive q
   __device__ __forceinline__ compute_t<T> operator()(int64_t crs, int64_t npq) const {
-    const I PQ = d.P * d.Q;
-    return im2col_value(x, d, I(npq / PQ), I(crs), I(npq % PQ));
+    I n, pq;
+    d.by_PQ.divmod(I(npq), n, pq);
+    return im2col_value(x, d, n, I(crs), pq);
   }
 };
 
@@ -145,11 +166,13 @@ struct ForwardB {
 template <typename T, typename I>
 struct LoadPlanes {
   const T* x;
-  I channels, plane;
+  I channels;
+  IndexDivisor<I> plane;
   static constexpr bool kKFastest = true;  // consecutive n*plane + i run along i
   __device__ __forceinline__ compute_t<T> operator()(int64_t row, int64_t col) const {
-    const I n = I(col / plane), i = I(col % plane);
-    return to_compute(x[(n * channels + I(row)) * plane + i]);
+    I n, i;
+    plane.divmod(I(col), n, i);
+    return to_compute(x[(n * channels + I(row)) * plane.value() + i]);
   }
 };
 
@@ -158,10 +181,12 @@ struct LoadPlanes {
 template <typename T, typename I>
 struct StorePlanes {
   T* y;
-  I channels, plane;
+  I channels;
+  IndexDivisor<I> plane;
   __device__ __forceinline__ void operator()(int, int64_t row, int64_t col, compute_t<T> acc) const {
-    const I n = I(col / plane), i = I(col % plane);
-    y[(n * channels + I(row)) * plane + i] = to_storage<T>(acc);
+    I n, i;
+    plane.divmod(I(col), n, i);
+    y[(n * channels + I(row)) * plane.value() + i] = to_storage<T>(acc);
   }
 };
 
@@ -174,14 +199,17 @@ struct BackwardDataB {
   static constexpr bool kKFastest = false;  // consecutive columns = consecutive w
   __device__ __forceinline__ compute_t<T> operator()(int64_t krs_, int64_t nhw_) const {
     using Acc = compute_t<T>;
-    const I krs = I(krs_), nhw = I(nhw_);
-    const I s = krs % d.S, kr = krs / d.S;
-    const I r = kr % d.R, k = kr / d.R;
-    const I w = nhw % d.W, nh = nhw / d.W;
-    const I h = nh % d.H, n = nh / d.H;
+    I kr, s, k, r, nh, w, n, h;
+    d.by_S.divmod(I(krs_), kr, s);
+    d.by_R.divmod(kr, k, r);
+    d.by_W.divmod(I(nhw_), nh, w);
+    d.by_H.divmod(nh, n, h);
     const I hp = h + d.ph - r, wq = w + d.pw - s;
-    if (hp < 0 || wq < 0 || hp % d.sh != 0 || wq % d.sw != 0) return Acc(0);
-    const I p = hp / d.sh, q = wq / d.sw;
+    if (hp < 0 || wq < 0) return Acc(0);
+    I p, hp_rem, q, wq_rem;
+    d.by_sh.divmod(hp, p, hp_rem);
+    d.by_sw.divmod(wq, q, wq_rem);
+    if (hp_rem != 0 || wq_rem != 0) return Acc(0);
     return (p < d.P && q < d.Q) ? to_compute(gy[((n * d.K + k) * d.P + p) * d.Q + q]) : Acc(0);
   }
 };
@@ -193,8 +221,9 @@ struct BackwardFilterB {
   ConvDims<I> d;
   static constexpr bool kKFastest = true;  // consecutive inner indices = consecutive q
   __device__ __forceinline__ compute_t<T> operator()(int64_t npq, int64_t crs) const {
-    const I PQ = d.P * d.Q;
-    return im2col_value(x, d, I(npq / PQ), I(crs), I(npq % PQ));
+    I n, pq;
+    d.by_PQ.divmod(I(npq), n, pq);
+    return im2col_value(x, d, n, I(crs), pq);
   }
 };
 
@@ -233,7 +262,7 @@ void backward_filter_tiles(const Conv2dGeometry& g, const T* x, const T* gy, T* 
   using Acc = compute_t<T>;
   const int64_t M = g.K, N = g.col_rows(), Kdim = g.N * g.P * g.Q;
   const ConvDims<I> d = dims_of<I>(g);
-  const LoadPlanes<T, I> load_a{gy, I(g.K), I(g.P * g.Q)};
+  const LoadPlanes<T, I> load_a{gy, I(g.K), IndexDivisor<I>(g.P * g.Q)};
   const BackwardFilterB<T, I> load_b{x, d};
   const int64_t tiles = ((M + Cfg::BM - 1) / Cfg::BM) * ((N + Cfg::BN - 1) / Cfg::BN);
   int64_t splits = 1;
@@ -287,7 +316,8 @@ void conv2d_forward(DType dt, const Conv2dGeometry& g, const void* x, const void
     launch_gemm_auto<compute_t<T>>(g.K, g.N * g.P * g.Q, g.col_rows(),
                                    MatrixA<T, false>{static_cast<const T*>(w), g.col_rows()},
                                    ForwardB<T, I>{static_cast<const T*>(x), dims_of<I>(g)},
-                                   StorePlanes<T, I>{static_cast<T*>(y), I(g.K), I(g.P * g.Q)}, as_cuda_stream(stream));
+                                   StorePlanes<T, I>{static_cast<T*>(y), I(g.K), IndexDivisor<I>(g.P * g.Q)},
+                                   as_cuda_stream(stream));
   });
 }
 
@@ -297,9 +327,9 @@ void conv2d_backward_data(DType dt, const Conv2dGeometry& g, const void* gy, con
     using T = decltype(t);
     using I = decltype(i);
     launch_gemm_auto<compute_t<T>>(g.C, g.N * g.H * g.W, g.K * g.R * g.S,
-                                   LoadPlanes<T, I>{static_cast<const T*>(w), I(g.C), I(g.R * g.S)},
+                                   LoadPlanes<T, I>{static_cast<const T*>(w), I(g.C), IndexDivisor<I>(g.R * g.S)},
                                    BackwardDataB<T, I>{static_cast<const T*>(gy), dims_of<I>(g)},
-                                   StorePlanes<T, I>{static_cast<T*>(gx), I(g.C), I(g.H * g.W)},
+                                   StorePlanes<T, I>{static_cast<T*>(gx), I(g.C), IndexDivisor<I>(g.H * g.W)},
                                    as_cuda_stream(stream));
   });
 }

@@ -22,6 +22,7 @@
 
 #include "cuda/common.cuh"
 #include "cuda/cuda_kernels.h"
+#include "cuda/kernels/fast_divmod.cuh"
 #include "cuda/kernels/reduce.cuh"
 #include "ops/pointwise.h"
 
@@ -96,11 +97,15 @@ __global__ void pointwise_backward_kernel(const T* x, const T* gy, T* gx, int64_
 }
 
 // y[o, c, i] += b[c]                           y: [outer, channels, inner]  b: [channels]
-template <typename T>
-__global__ void bias_add_kernel(T* __restrict__ y, const T* __restrict__ b, int64_t total, int64_t channels,
-                                int64_t inner) {
-  for (int64_t j = grid_thread_index(); j < total; j += grid_thread_count())
-    y[j] = to_storage<T>(to_compute(y[j]) + to_compute(b[(j / inner) % channels]));
+template <typename T, typename I>
+__global__ void bias_add_kernel(T* __restrict__ y, const T* __restrict__ b, int64_t total, IndexDivisor<I> by_channels,
+                                IndexDivisor<I> by_inner) {
+  for (int64_t j = grid_thread_index(); j < total; j += grid_thread_count()) {
+    I oc, i, o, c;
+    by_inner.divmod(I(j), oc, i);
+    by_channels.divmod(oc, o, c);
+    y[j] = to_storage<T>(to_compute(y[j]) + to_compute(b[c]));
+  }
 }
 
 // gb[c] = sum over o of gy[o, c], one thread per channel, rows in order
@@ -218,8 +223,12 @@ void bias_add(DType dt, void* y, const void* b, int64_t outer, int64_t channels,
     using T = decltype(zero);
     const int64_t total = outer * channels * inner;
     if (total <= 0) return;
-    launch(bias_add_kernel<T>, dim3(blocks_for(total, kElementwiseThreads)), dim3(kElementwiseThreads), 0,
-           as_cuda_stream(stream), static_cast<T*>(y), static_cast<const T*>(b), total, channels, inner);
+    with_index_type(total, [&](auto index) {
+      using I = decltype(index);
+      launch(bias_add_kernel<T, I>, dim3(blocks_for(total, kElementwiseThreads)), dim3(kElementwiseThreads), 0,
+             as_cuda_stream(stream), static_cast<T*>(y), static_cast<const T*>(b), total, IndexDivisor<I>(channels),
+             IndexDivisor<I>(inner));
+    });
   });
 }
 

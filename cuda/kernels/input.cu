@@ -9,6 +9,7 @@
 // output is computed in f32 (f32 constants) and rounded once.
 #include "cuda/common.cuh"
 #include "cuda/cuda_kernels.h"
+#include "cuda/kernels/fast_divmod.cuh"
 
 namespace ember::cuda {
 
@@ -28,11 +29,13 @@ struct AffineCoefficients {
 
 // y[p, i] = x[p, i] * a[p % C] + b[p % C], p the plane n * C + c
 //   x: u8 [N, C, HW]   y: [N, C, HW]
-template <typename T, typename Acc = compute_t<T>>
-__global__ void normalize_u8_kernel(const uint8_t* __restrict__ x, T* __restrict__ y, int64_t total, int64_t HW,
-                                    int64_t C, AffineCoefficients<Acc> k) {
+template <typename T, typename I, typename Acc = compute_t<T>>
+__global__ void normalize_u8_kernel(const uint8_t* __restrict__ x, T* __restrict__ y, int64_t total,
+                                    IndexDivisor<I> by_HW, IndexDivisor<I> by_C, AffineCoefficients<Acc> k) {
   for (int64_t j = grid_thread_index(); j < total; j += grid_thread_count()) {
-    const int64_t c = (j / HW) % C;
+    I nc, hw, n, c;
+    by_HW.divmod(I(j), nc, hw);
+    by_C.divmod(nc, n, c);
     y[j] = to_storage<T>(Acc(x[j]) * k.a[c] + k.b[c]);
   }
 }
@@ -55,8 +58,11 @@ void normalize_u8(DType dt, const uint8_t* x, void* y, int64_t N, int64_t HW, co
     }
     const int64_t total = N * C * HW;
     if (total <= 0) return;
-    launch(normalize_u8_kernel<T>, dim3(blocks_for(total, kNormalizeThreads)), dim3(kNormalizeThreads), 0,
-           as_cuda_stream(stream), x, static_cast<T*>(y), total, HW, C, k);
+    with_index_type(total, [&](auto index) {
+      using I = decltype(index);
+      launch(normalize_u8_kernel<T, I>, dim3(blocks_for(total, kNormalizeThreads)), dim3(kNormalizeThreads), 0,
+             as_cuda_stream(stream), x, static_cast<T*>(y), total, IndexDivisor<I>(HW), IndexDivisor<I>(C), k);
+    });
   });
 }
 

@@ -1,0 +1,152 @@
+// tests/test_cuda_ptx.cpp — what the compiler made of the hot CUDA kernels,
+// read from the PTX the build keeps next to the binary (build/ptx/<file>.ptx,
+// the newest CUDA_ARCH; see the Makefile's nvcc rule): no integer division or
+// remainder (div./rem., 32 or 64 bits) inside any loop of the convolution and
+// batch-norm per-element kernels, bias_add and normalize_u8, for 32-bit indices (every
+// tensor under 2^31 elements). Their index decodes divide by multiplication
+// (cuda/kernels/fast_divmod.cuh); the 64-bit instantiations, for larger
+// tensors, still divide. A loop is a backward branch: the instructions from a
+// label to a later `bra` that jumps back to it. Skipped in builds without nvcc.
+#include <cxxabi.h>
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/skip.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// build/ptx beside the running test binary.
+fs::path ptx_dir() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path("build/ptx") : exe.parent_path() / "ptx";
+}
+bool ptx_present() { return fs::exists(ptx_dir() / "cuda/kernels/conv.ptx"); }
+constexpr ember::testing::needs kNeedsPtx{"no PTX next to this test binary (a build without nvcc)", ptx_present};
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string demangle(const std::string& mangled) {
+  int status = 0;
+  char* text = abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status);
+  std::string out = status == 0 && text ? text : mangled;
+  std::free(text);
+  return out;
+}
+
+struct Kernel {
+  std::string name;          // demangled
+  int divisions_in_loops = 0;
+  std::string first;         // the first such instruction
+};
+
+// Every .entry of a PTX file with the div/rem instructions inside its loops.
+std::vector<Kernel> kernels_of(const std::string& ptx) {
+  static const std::regex entry(R"(^(?:\.visible\s+|\.weak\s+)?\.entry\s+([A-Za-z0-9_$]+)\()");
+  static const std::regex label(R"(^\s*(\$?[A-Za-z0-9_$]+):\s*$)");
+  static const std::regex branch(R"(\bbra(?:\.uni)?\s+(\$?[A-Za-z0-9_$]+)\s*;)");
+  static const std::regex division(R"(\b(?:div|rem)\.(?:full\.)?[su](?:32|64)\b)");
+  std::vector<Kernel> out;
+  std::vector<std::string> body;
+  auto finish = [&] {
+    if (out.empty()) return;
+    std::map<std::string, size_t> labels;
+    std::smatch m;
+    // (std::regex only on the lines a plain find picks: PTX files run to 10^5 lines.)
+    for (size_t i = 0; i < body.size(); ++i)
+      if (!body[i].empty() && body[i].back() == ':' && std::regex_match(body[i], m, label)) labels[m[1]] = i;
+    std::vector<std::pair<size_t, size_t>> loops;
+    for (size_t i = 0; i < body.size(); ++i)
+      if (body[i].find("bra") != std::string::npos && std::regex_search(body[i], m, branch))
+        if (auto it = labels.find(m[1]); it != labels.end() && it->second < i) loops.emplace_back(it->second, i);
+    for (size_t i = 0; i < body.size(); ++i) {
+      const std::string& line = body[i];
+      if (line.find("div.") == std::string::npos && line.find("rem.") == std::string::npos) continue;
+      if (!std::regex_search(line, division)) continue;
+      for (const auto& [from, to] : loops)
+        if (from <= i && i <= to) {
+          if (out.back().divisions_in_loops++ == 0) out.back().first = body[i];
+          break;
+        }
+    }
+    body.clear();
+  };
+  std::istringstream in(ptx);
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (line.find(".entry") != std::string::npos && std::regex_search(line, m, entry)) {
+      finish();
+      out.push_back({demangle(m[1]), 0, ""});
+    } else if (!out.empty()) {
+      body.push_back(line);
+    }
+  }
+  finish();
+  return out;
+}
+
+// The template arguments of a demangled kernel name (before its parameter list).
+std::string template_arguments(const std::string& name) {
+  const size_t open = name.find('<'), close = name.find(">(");
+  return open == std::string::npos || close == std::string::npos ? "" : name.substr(open, close - open + 1);
+}
+bool has_64bit_indices(const std::string& name) {
+  return std::regex_search(template_arguments(name), std::regex(R"(\blong\b)"));
+}
+
+}  // namespace
+
+TEST_CASE("cuda ptx: the hot kernels divide in no loop (32-bit indices), found where they still do" * kNeedsPtx) {
+  struct File {
+    const char* path;
+    std::vector<std::string> only;  // the kernels, by a part of their names (empty: every kernel of the file)
+  };
+  // batch norm's per-element passes (the per-channel finalize kernels loop over a few partial sums per channel).
+  const File files[] = {{"cuda/kernels/conv.ptx", {}},
+                        {"cuda/kernels/batch_norm.ptx",
+                         {"partial_sums_kernel", "forward_apply_kernel", "backward_apply_kernel"}},
+                        {"cuda/kernels/elementwise.ptx", {"bias_add_kernel"}},
+                        {"cuda/kernels/input.ptx", {"normalize_u8_kernel"}}};
+  int checked = 0, wide_dividing = 0;
+  for (const File& f : files) {
+    CAPTURE(f.path);
+    const fs::path path = ptx_dir() / f.path;
+    REQUIRE_MESSAGE(fs::exists(path), path.string() << " is missing: rebuild the CUDA objects");
+    const std::vector<Kernel> kernels = kernels_of(read(path));
+    CHECK(!kernels.empty());
+    for (const Kernel& k : kernels) {
+      bool wanted = f.only.empty();
+      for (const std::string& part : f.only) wanted = wanted || k.name.find(part) != std::string::npos;
+      if (!wanted) continue;
+      if (has_64bit_indices(k.name)) {
+        wide_dividing += k.divisions_in_loops > 0;
+        continue;
+      }
+      ++checked;
+      if (k.divisions_in_loops > 0)
+        FAIL_CHECK(f.path << ": " << k.name.substr(0, 200) << ": " << k.divisions_in_loops
+                          << " div/rem inside loops, e.g. '" << k.first << "'");
+    }
+  }
+  MESSAGE(checked << " kernels with 32-bit indices checked; " << wide_dividing
+                  << " 64-bit-index kernels divide in their loops");
+  CHECK(checked >= 40);
+  // The reader finds divisions where they are: the 64-bit instantiations decode with `/` and `%`.
+  CHECK(wide_dividing >= 10);
+}
