@@ -124,14 +124,16 @@ __global__ void bias_backward_column_kernel(const T* __restrict__ gy, T* __restr
 // over channels; the loop bound is the same for every thread of a block, so
 // all of them reach block_sum's barriers)
 //   gy: [outer, channels, inner]   gb: [channels]
-template <typename T>
+template <typename T, typename I>
 __global__ void bias_backward_block_kernel(const T* __restrict__ gy, T* __restrict__ gb, int64_t outer,
-                                           int64_t channels, int64_t inner) {
+                                           int64_t channels, IndexDivisor<I> by_inner) {
+  const int64_t inner = by_inner.value();
   const int64_t per_channel = outer * inner;
   for (int64_t c = blockIdx.x; c < channels; c += gridDim.x) {
     double s = 0.0;
     for (int64_t j = threadIdx.x; j < per_channel; j += blockDim.x) {
-      const int64_t o = j / inner, i = j - o * inner;
+      I o, i;
+      by_inner.divmod(I(j), o, i);
       s += double(to_compute(gy[(o * channels + c) * inner + i]));
     }
     s = block_sum(s);
@@ -249,7 +251,11 @@ void bias_backward(DType dt, const void* gy, void* gb, int64_t outer, int64_t ch
       const int64_t threads =
           std::clamp<int64_t>((o * i + kWarpSize - 1) / kWarpSize * kWarpSize, kWarpSize, kBiasReduceMaxThreads);
       const unsigned blocks = unsigned(channels < int64_t(kMaxReduceBlocks) ? channels : kMaxReduceBlocks);
-      launch(bias_backward_block_kernel<T>, dim3(blocks), dim3(unsigned(threads)), 0, s, pgy, pgb, o, channels, i);
+      with_index_type(o * i, [&](auto index) {
+        using I = decltype(index);
+        launch(bias_backward_block_kernel<T, I>, dim3(blocks), dim3(unsigned(threads)), 0, s, pgy, pgb, o, channels,
+               IndexDivisor<I>(i));
+      });
     }
   });
 }

@@ -18,6 +18,7 @@
 #include "cuda/common.cuh"
 
 #include "cuda/cuda_kernels.h"
+#include "cuda/kernels/fast_divmod.cuh"
 #include "cuda/kernels/gemm.cuh"
 
 namespace ember::cuda {
@@ -28,11 +29,13 @@ constexpr unsigned kScaleThreads = 256;  // threads per block of the C = beta * 
 // ---------------------------------------------------------------- kernels
 
 // C = beta * C (beta == 0 writes zeros, never reading C)      C: [M, N] (ldc)
-template <typename T, typename Acc = compute_t<T>>
-__global__ void scale_c_kernel(int64_t M, int64_t N, Acc beta, T* C, int64_t ldc) {
-  const int64_t total = M * N;
+template <typename T, typename I, typename Acc = compute_t<T>>
+__global__ void scale_c_kernel(int64_t M, IndexDivisor<I> by_N, Acc beta, T* C, int64_t ldc) {
+  const int64_t total = M * by_N.value();
   for (int64_t i = grid_thread_index(); i < total; i += grid_thread_count()) {
-    T& c = C[(i / N) * ldc + i % N];
+    I row, col;
+    by_N.divmod(I(i), row, col);
+    T& c = C[int64_t(row) * ldc + col];
     c = to_storage<T>(beta == Acc(0) ? Acc(0) : beta * to_compute(c));
   }
 }
@@ -63,8 +66,11 @@ void gemm_dispatch(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
                    const T* B, int64_t ldb, Acc beta, T* C, int64_t ldc, cudaStream_t stream) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0 || alpha == Acc(0)) {
-    launch(scale_c_kernel<T>, dim3(blocks_for(M * N, kScaleThreads)), dim3(kScaleThreads), 0, stream, M, N, beta, C,
-           ldc);
+    with_index_type(M * N, [&](auto index) {
+      using I = decltype(index);
+      launch(scale_c_kernel<T, I>, dim3(blocks_for(M * N, kScaleThreads)), dim3(kScaleThreads), 0, stream, M,
+             IndexDivisor<I>(N), beta, C, ldc);
+    });
     return;
   }
   if (!trans_a && !trans_b) gemm_typed<T, false, false>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, stream);

@@ -26,6 +26,7 @@
 #include "cuda/allocator.h"
 #include "cuda/common.cuh"
 #include "cuda/cuda_kernels.h"
+#include "cuda/kernels/fast_divmod.cuh"
 #include "cuda/kernels/reduce.cuh"
 
 namespace ember::cuda {
@@ -111,15 +112,17 @@ __global__ void softmax_xent_forward_kernel(const T* __restrict__ logits, const 
 
 // glogits = grad_loss[0] * scale * (probs - target); off = s / classes, hit = 1 - s + s / classes
 //   probs, glogits: [N, classes]   labels: [N]   grad_loss: [1]   bad_row: [1]
-template <typename T, typename P = compute_t<T>>
+template <typename T, typename I, typename P = compute_t<T>>
 __global__ void softmax_xent_backward_kernel(const P* __restrict__ probs, const int64_t* __restrict__ labels,
                                              const P* __restrict__ grad_loss, double scale, T* __restrict__ glogits,
-                                             int64_t N, int64_t classes, P off, P hit,
+                                             int64_t N, IndexDivisor<I> by_classes, P off, P hit,
                                              unsigned long long* __restrict__ bad_row) {
   const P k = P(double(grad_loss[0]) * scale);
+  const int64_t classes = by_classes.value();
   const int64_t total = N * classes;
   for (int64_t j = grid_thread_index(); j < total; j += grid_thread_count()) {
-    const int64_t n = j / classes, c = j - n * classes;
+    I n, c;
+    by_classes.divmod(I(j), n, c);
     const int64_t label = labels[n];
     if (c == 0 && (label < 0 || label >= classes)) atomicMin(bad_row, static_cast<unsigned long long>(n));
     glogits[j] = to_storage<T>(k * (probs[j] - (c == label ? hit : off)));
@@ -196,9 +199,13 @@ void softmax_cross_entropy_backward(DType dt, const void* probs, const int64_t* 
     const P off = P(smoothing / double(classes));
     const P hit = P(1.0 - smoothing + smoothing / double(classes));  // target of the label's class
     const int64_t total = N * classes;
-    launch(softmax_xent_backward_kernel<T>, dim3(blocks_for(total, kLossElementwiseThreads)),
-           dim3(kLossElementwiseThreads), 0, s, static_cast<const P*>(probs), labels, static_cast<const P*>(grad_loss),
-           scale, static_cast<T*>(glogits), N, classes, off, hit, bad_row);
+    with_index_type(total, [&](auto index) {
+      using I = decltype(index);
+      launch(softmax_xent_backward_kernel<T, I>, dim3(blocks_for(total, kLossElementwiseThreads)),
+             dim3(kLossElementwiseThreads), 0, s, static_cast<const P*>(probs), labels,
+             static_cast<const P*>(grad_loss), scale, static_cast<T*>(glogits), N, IndexDivisor<I>(classes), off, hit,
+             bad_row);
+    });
     throw_if_bad_label(flag, labels, classes, "softmax_cross_entropy_backward", s);
   });
 }

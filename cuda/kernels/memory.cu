@@ -16,6 +16,7 @@
 
 #include "cuda/common.cuh"
 #include "cuda/cuda_kernels.h"
+#include "cuda/kernels/fast_divmod.cuh"
 
 namespace ember::cuda {
 
@@ -57,12 +58,13 @@ __global__ void cast_kernel(const S* __restrict__ x, D* __restrict__ y, int64_t 
 
 // y[r * ldy + c] = x[r * ldx + c]; T is an unsigned integer of the element's
 // size (the bits are moved)                 x: [rows, ldx]  y: [rows, ldy]
-template <typename T>
+template <typename T, typename I>
 __global__ void copy_2d_kernel(const T* __restrict__ x, int64_t ldx, T* __restrict__ y, int64_t ldy, int64_t rows,
-                               int64_t cols) {
-  const int64_t n = rows * cols;
+                               IndexDivisor<I> by_cols) {
+  const int64_t n = rows * by_cols.value();
   for (int64_t i = grid_thread_index(); i < n; i += grid_thread_count()) {
-    const int64_t r = i / cols, c = i - r * cols;
+    I r, c;
+    by_cols.divmod(I(i), r, c);
     y[r * ldy + c] = x[r * ldx + c];
   }
 }
@@ -123,8 +125,11 @@ void copy_2d(DType dt, const void* x, int64_t ldx, void* y, int64_t ldy, int64_t
   const int64_t n = rows * cols;
   auto run = [&](auto bits) {
     using T = decltype(bits);
-    launch(copy_2d_kernel<T>, dim3(blocks_for(n, kMemoryThreads)), dim3(kMemoryThreads), 0, s,
-           static_cast<const T*>(x), ldx, static_cast<T*>(y), ldy, rows, cols);
+    with_index_type(n, [&](auto index) {
+      using I = decltype(index);
+      launch(copy_2d_kernel<T, I>, dim3(blocks_for(n, kMemoryThreads)), dim3(kMemoryThreads), 0, s,
+             static_cast<const T*>(x), ldx, static_cast<T*>(y), ldy, rows, IndexDivisor<I>(cols));
+    });
   };
   switch (dtype_size(dt)) {
     case 1: return run(uint8_t{});
