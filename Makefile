@@ -226,11 +226,14 @@ $(BUILD)/obj/ops/cpu/%.cpp.o $(BUILD)/obj/engine/half.cpp.o $(BUILD)/obj/engine/
 endif
 
 # The PTX of the newest architecture is kept as $(BUILD)/ptx/<file>.ptx (nvcc's
-# intermediate, no extra compile): tests/test_cuda_ptx.cpp reads it.
+# intermediate, no extra compile; named <file>.compute_NN.ptx with several
+# architectures, <file>.ptx with one): tests/test_cuda_ptx.cpp reads it.
 $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(dir $@) $(dir $(BUILD)/ptx/$*) $(BUILD)/keep/$*
 	$(NVCC) $(NVCCFLAGS) -DEMBER_CUDA=1 -keep -keep-dir $(BUILD)/keep/$* -c $< -o $@
-	@mv $(BUILD)/keep/$*/$(notdir $*).compute_$(PTX_ARCH).ptx $(BUILD)/ptx/$*.ptx; rm -rf $(BUILD)/keep/$*
+	@kept=$(BUILD)/keep/$*/$(notdir $*); \
+	  if [ -f $$kept.compute_$(PTX_ARCH).ptx ]; then mv $$kept.compute_$(PTX_ARCH).ptx $(BUILD)/ptx/$*.ptx; \
+	  else mv $$kept.ptx $(BUILD)/ptx/$*.ptx; fi && rm -rf $(BUILD)/keep/$*
 
 # Emulator objects: .cu through g++, and the tests of the CUDA backend
 # compiled for the emulator (EMBER_CUDASIM instead of EMBER_CUDA).
