@@ -30,6 +30,16 @@
 #include "cuda/cuda_check.h"
 #include "engine/dtype.h"
 
+// EMBER_PROFILE_FLOPS(n): the calling thread did n floating-point operations
+// (a multiply-add is 2). The emulator's profiler adds them up per launch for
+// its roofline estimate (cuda/sim/README.md, "Profiling"); nvcc compiles it
+// to nothing.
+#if defined(EMBER_CUDASIM)
+#define EMBER_PROFILE_FLOPS(n) ::cudasim::detail::count_flops(static_cast<uint64_t>(n))
+#else
+#define EMBER_PROFILE_FLOPS(n) ((void)0)
+#endif
+
 namespace ember::cuda {
 
 // Launches kernel<<<grid, block, smem, stream>>>(args...) (or runs it on the

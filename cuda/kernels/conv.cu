@@ -243,13 +243,7 @@ struct StoreSlices {
 // Calls f(T{}, I{}): T from dt (f32/f64/f16/bf16 storage), I = int32_t when `max_elems` < 2^31.
 template <typename F>
 void dispatch_conv(DType dt, int64_t max_elems, const char* kernel, F&& f) {
-  const bool narrow = max_elems < (int64_t(1) << 31);
-  dispatch_float_half(dt, kernel, [&](auto t) {
-    if (narrow)
-      f(t, int32_t{});
-    else
-      f(t, int64_t{});
-  });
+  dispatch_float_half(dt, kernel, [&](auto t) { with_index_type(max_elems, [&](auto i) { f(t, i); }); });
 }
 
 // The largest tensor (or index space) a convolution touches.

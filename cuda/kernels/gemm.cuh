@@ -198,6 +198,7 @@ __global__ void gemm_tiled_kernel(int64_t M, int64_t N, int64_t Kdim, int64_t kc
         for (int i = 0; i < TM; ++i)
           for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
       }
+      EMBER_PROFILE_FLOPS(2 * BK * TM * TN);  // a multiply-add per accumulator and kk, padding included
       __syncthreads();
     }
 

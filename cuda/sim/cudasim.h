@@ -43,9 +43,11 @@
 #include <cstring>
 #include <limits>
 #include <source_location>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 // ---------------------------------------------------------------- qualifiers
 // host_defines.h leaves __launch_bounds__ undefined for a host compiler and
@@ -82,7 +84,83 @@ struct Stats {
 };
 Stats stats();
 
+// ------------------------------------------------------------------ profiler
+// The emulator as a profiler (cuda/sim/README.md, "Profiling"): with
+// CUDASIM_PROFILE=1 or set_profiling(true), every launch is counted per
+// kernel and per source line, and the report is printed at exit. Memory
+// accesses are seen only in code compiled with the profiler's
+// instrumentation (make's obj-simprof tree: -fsanitize=thread, whose hooks
+// cuda/sim/profiler.cpp implements); barriers and warp operations always.
+//
+// A *request* is one warp-level instruction: the accesses that the lanes of
+// one warp make at the same instruction for the same time (the n-th time
+// each lane executes it) between two barriers.
+struct AccessCounts {
+  uint64_t requests = 0;  // warp-level instructions
+  uint64_t lanes = 0;     // active lanes, summed over the requests
+  uint64_t bytes = 0;     // bytes the lanes asked for
+  // global memory: 32-byte sectors touched per request, summed;
+  // shared memory: wavefronts (1 per request when free of bank conflicts)
+  uint64_t units = 0;
+  uint64_t ideal_units = 0;  // the least that the requested bytes need
+  AccessCounts& operator+=(const AccessCounts& o) {
+    requests += o.requests;
+    lanes += o.lanes;
+    bytes += o.bytes;
+    units += o.units;
+    ideal_units += o.ideal_units;
+    return *this;
+  }
+};
+struct MemoryCounts {
+  AccessCounts global_load, global_store, shared_load, shared_store;
+  MemoryCounts& operator+=(const MemoryCounts& o) {
+    global_load += o.global_load;
+    global_store += o.global_store;
+    shared_load += o.shared_load;
+    shared_store += o.shared_store;
+    return *this;
+  }
+};
+struct LineProfile {
+  std::string where;  // "file:line (function)", or the address when it cannot be resolved
+  MemoryCounts counts;
+};
+struct KernelProfile {
+  std::string name;  // demangled
+  uint64_t launches = 0, blocks = 0, threads = 0;
+  uint64_t barriers = 0;                    // completed __syncthreads (per block)
+  uint64_t warp_ops = 0, warp_op_lanes = 0;  // completed warp operations, and their lanes
+  uint64_t dram_sectors = 0;  // distinct 32-byte sectors of global memory each launch touched, summed
+  uint64_t flops = 0;         // declared by the kernel (EMBER_PROFILE_FLOPS)
+  MemoryCounts counts;
+  std::vector<LineProfile> lines;  // by source line, the most units first
+};
+
+void set_profiling(bool on);
+bool profiling();
+// Whether any code compiled with the profiler's instrumentation is linked
+// in (otherwise no memory access is counted).
+bool profiler_instrumented();
+// What was counted since the start or the last reset, one entry per kernel
+// in order of first launch. Resolving source lines runs addr2line once.
+std::vector<KernelProfile> profile();
+void reset_profile();
+// A roofline bound of one launch of `kernel` (its averages) on each of a
+// few named GPUs, and the unit that binds ("DRAM", "L1", "shared", "FP32"):
+// the assumptions are at the top of cuda/sim/profile_report.cpp.
+struct Estimate {
+  std::string gpu;
+  double seconds;
+  std::string bound;
+};
+std::vector<Estimate> estimate(const KernelProfile& kernel);
+// The report CUDASIM_PROFILE=1 prints at exit: per kernel, the counters and
+// a time estimate on a few GPUs (cuda/sim/profile_report.cpp).
+std::string profile_report();
+
 namespace detail {
+void count_flops(uint64_t n) noexcept;
 
 // ---------------------------------------------------------- shared memory
 // `__shared__ T buf[N];` becomes a static local preceded by a marker:

@@ -265,6 +265,20 @@ const std::pair<const uintptr_t, Block>* find_block(Memory& m, const void* p) {
   return &*it;
 }
 
+}  // namespace
+
+bool device_block_of(const void* p, uintptr_t* lo, uintptr_t* hi) {
+  Memory& m = memory();
+  std::lock_guard<std::mutex> lock(m.mu);
+  const auto* b = find_block(m, p);
+  if (!b) return false;
+  *lo = b->first;
+  *hi = b->first + (b->second.size ? b->second.size : 1);
+  return true;
+}
+
+namespace {
+
 size_t physical_memory() { return size_t(sysconf(_SC_PHYS_PAGES)) * size_t(sysconf(_SC_PAGESIZE)); }
 size_t available_memory() { return size_t(sysconf(_SC_AVPHYS_PAGES)) * size_t(sysconf(_SC_PAGESIZE)); }
 

@@ -408,6 +408,7 @@ inline void resume_bookkeeping(Thread* t) {
   st.cur = t;
   cudasim_thread_idx = t->idx;
   t->state = TS::Running;
+  profile_thread = t->linear;
 }
 
 // Leaves fiber `me` for whatever runs next. A free fiber (one without a
@@ -511,6 +512,10 @@ int barrier(int kind, int predicate, const char* file, unsigned line) {
   t->state = TS::WaitBarrier;
   st.bar_pred += predicate != 0;
   if (++st.bar_waiting == st.nthreads) {
+    if (profile_recording) {
+      profile_segment_end();
+      profile_barrier_completed();
+    }
     st.bar_result = st.bar_pred;
     st.bar_waiting = 0;
     st.bar_pred = 0;
@@ -651,6 +656,7 @@ void complete_warp(unsigned w, unsigned lanes, const Thread* caller) {
     }
   }
   st.warp_arrived[w] &= ~lanes;
+  if (profile_recording) profile_warp_op_completed(unsigned(__builtin_popcount(lanes)));
   release(w * 32, lanes, false);
 }
 
@@ -902,6 +908,8 @@ std::string demangled_symbol_at(const void* addr) {
 
 }  // namespace
 
+std::string function_name(const void* fn) { return demangled_symbol_at(fn); }
+
 void fill_shared(SharedMark* mark) noexcept {
   if (!t_in_launch) return;  // a namespace-scope __shared__ variable's initialisation
   Symbols& syms = symbols();
@@ -916,7 +924,10 @@ void fill_shared(SharedMark* mark) noexcept {
     }
     return;
   }
-  for (auto& [p, n] : it->second->vars) std::memset(p, 0xff, n);
+  for (auto& [p, n] : it->second->vars) {
+    std::memset(p, 0xff, n);
+    if (profile_recording) profile_shared_variable(p, n);
+  }
   for (SharedMark* m : it->second->marks) m->epoch = shared_epoch;
 }
 
@@ -1038,6 +1049,8 @@ void launch_impl(void (*run)(void*), void* ctx, const void* kernel, dim3 grid, d
   cudasim_grid_dim = grid;
   st.peak_in_use = st.fibers.size() - st.pool.size();
   ++st.stats.launches;
+  const bool profiled = profile_enabled();
+  if (profiled) profile_launch_begin(kernel, st.nthreads, st.dyn, smem);
 
   bool ok = true;
   for (unsigned bz = 0; bz < grid.z && ok; ++bz)
@@ -1060,7 +1073,9 @@ void launch_impl(void (*run)(void*), void* ctx, const void* kernel, dim3 grid, d
         ok = run_block();
         ++st.stats.blocks;
         st.stats.threads += st.done;
+        if (profiled && ok) profile_block_end(st.done);
       }
+  if (profiled) profile_launch_end(ok);
   st.stats.last_launch_peak_fibers = st.peak_in_use;
   std::free(st.dyn);
   st.dyn = nullptr;

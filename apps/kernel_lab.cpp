@@ -1,0 +1,389 @@
+// apps/kernel_lab.cpp — ember's CUDA kernels one op at a time, in the
+// spirit of llm.c's dev/cuda: each op runs on a chosen shape, is checked
+// against the CPU kernel, and then
+//   build/kernel_lab       (nvcc, a GPU)      is timed: median of --reps
+//                                             launches, GFLOP/s and GB/s;
+//   build/kernel_lab_sim   (the emulator,     is profiled: per kernel it
+//                           no GPU needed)    launches, sectors per global
+//                                             request, shared-memory bank
+//                                             conflicts, active lanes,
+//                                             barriers, and a roofline
+//                                             estimate on named GPUs.
+// Same source; build/kernel_lab_sim links the profiler's instrumented copy
+// of the kernels (libember_cudasim_profile.a). See cuda/sim/README.md,
+// "Profiling".
+//
+//   build/kernel_lab_sim --op conv2d_forward --n 8 --c 16 --hw 28 --k 16
+//   build/kernel_lab_sim --op all --lines 4
+//   build/kernel_lab --op gemm --m 4096 --ncols 4096 --kdim 4096 --reps 20
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "apps/common/flags.h"
+#include "engine/error.h"
+#include "ops/kernels.h"
+
+#if defined(EMBER_CUDA) || defined(EMBER_CUDASIM)
+#include <cuda_runtime.h>
+
+#include "cuda/cuda_kernels.h"
+#if defined(EMBER_CUDASIM)
+#include "cuda/sim/cudasim.h"
+#endif
+#endif
+
+namespace ember {
+namespace {
+
+#if defined(EMBER_CUDA) || defined(EMBER_CUDASIM)
+
+void cuda_ok(cudaError_t e, const char* what) {
+  EMBER_CHECK(e == cudaSuccess, what, ": ", cudaGetErrorString(e));
+}
+
+// A float buffer on the host and its copy on the device.
+struct Buffer {
+  std::vector<float> host;
+  float* dev = nullptr;
+  explicit Buffer(size_t n, std::mt19937* rng = nullptr, float lo = -1, float hi = 1) : host(n, 0.0f) {
+    if (rng) {
+      std::uniform_real_distribution<float> u(lo, hi);
+      for (float& v : host) v = u(*rng);
+    }
+    cuda_ok(cudaMalloc(reinterpret_cast<void**>(&dev), std::max<size_t>(1, n) * sizeof(float)), "cudaMalloc");
+    upload();
+  }
+  ~Buffer() { cudaFree(dev); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  void upload() { cuda_ok(cudaMemcpy(dev, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice), "upload"); }
+  std::vector<float> download() const {
+    std::vector<float> out(host.size());
+    cuda_ok(cudaMemcpy(out.data(), dev, out.size() * sizeof(float), cudaMemcpyDeviceToHost), "download");
+    return out;
+  }
+};
+
+struct Shape {
+  int64_t m = 256, n_gemm = 256, kdim = 256;           // gemm
+  int64_t n = 8, c = 16, hw = 28, k = 16, r = 3, stride = 1, pad = 1;  // convolution, batch norm, elementwise
+};
+
+// One op of the lab: what it computes, how to run it on each backend, and
+// what to compare.
+struct LabOp {
+  std::string name, shape;
+  double flops = 0, bytes = 0;       // per call, for GFLOP/s and GB/s
+  std::function<void()> run_cuda;    // one call of the CUDA kernel(s)
+  std::function<void()> run_cpu;     // the CPU reference, into `expected`
+  std::function<std::vector<float>()> result;
+  std::vector<float>* expected = nullptr;
+};
+
+Conv2dGeometry conv_geometry(const Shape& s) {
+  return make_conv2d_geometry(s.n, s.c, s.hw, s.hw, s.k, s.r, s.r, s.stride, s.stride, s.pad, s.pad);
+}
+
+std::string conv_text(const Conv2dGeometry& g) {
+  return cat("x [", g.N, ",", g.C, ",", g.H, ",", g.W, "] w [", g.K, ",", g.C, ",", g.R, ",", g.S, "] stride ",
+             g.stride_h, " pad ", g.pad_h, " -> y [", g.N, ",", g.K, ",", g.P, ",", g.Q, "]");
+}
+
+// Builds the op `name` on `shape`; the buffers live in `keep`.
+LabOp make_op(const std::string& name, const Shape& s, std::vector<std::unique_ptr<Buffer>>& keep,
+              std::vector<std::vector<float>>& refs, std::mt19937& rng) {
+  const Kernels& cpu = cpu_kernels();
+  auto buffer = [&](size_t n, bool random) {
+    keep.push_back(std::make_unique<Buffer>(n, random ? &rng : nullptr));
+    return keep.back().get();
+  };
+  refs.emplace_back();
+  std::vector<float>* expected = &refs.back();
+  LabOp op;
+  op.name = name;
+  op.expected = expected;
+  const DType f32 = DType::f32;
+  if (name == "gemm") {
+    const int64_t M = s.m, N = s.n_gemm, K = s.kdim;
+    Buffer *a = buffer(size_t(M * K), true), *b = buffer(size_t(K * N), true), *c = buffer(size_t(M * N), false);
+    op.shape = cat("C [", M, ",", N, "] = A [", M, ",", K, "] B [", K, ",", N, "]");
+    op.flops = 2.0 * double(M) * double(N) * double(K);
+    op.bytes = 4.0 * double(M * K + K * N + M * N);
+    op.run_cuda = [=] { cuda::gemm(f32, false, false, M, N, K, 1.0, a->dev, K, b->dev, N, 0.0, c->dev, N, nullptr); };
+    op.run_cpu = [=] {
+      expected->assign(size_t(M * N), 0.0f);
+      cpu.gemm(f32, false, false, M, N, K, 1.0, a->host.data(), K, b->host.data(), N, 0.0, expected->data(), N,
+               nullptr);
+    };
+    op.result = [=] { return c->download(); };
+    return op;
+  }
+  const Conv2dGeometry g = conv_geometry(s);
+  const size_t xs = size_t(g.N * g.C * g.H * g.W), ws = size_t(g.K * g.C * g.R * g.S), ys = size_t(g.N * g.K * g.P * g.Q);
+  const double conv_flops = 2.0 * double(g.N * g.K * g.P * g.Q) * double(g.C * g.R * g.S);
+  if (name == "conv2d_forward" || name == "conv2d_backward_data" || name == "conv2d_backward_filter") {
+    Buffer *x = buffer(xs, true), *w = buffer(ws, true), *y = buffer(ys, true);
+    op.shape = conv_text(g);
+    op.flops = conv_flops;
+    op.bytes = 4.0 * double(xs + ws + ys);
+    if (name == "conv2d_forward") {
+      op.run_cuda = [=] { cuda::conv2d_forward(f32, g, x->dev, w->dev, y->dev, nullptr); };
+      op.run_cpu = [=] {
+        expected->assign(ys, 0.0f);
+        cpu.conv2d_forward(f32, g, x->host.data(), w->host.data(), expected->data(), nullptr);
+      };
+      op.result = [=] { return y->download(); };
+    } else if (name == "conv2d_backward_data") {
+      op.run_cuda = [=] { cuda::conv2d_backward_data(f32, g, y->dev, w->dev, x->dev, nullptr); };
+      op.run_cpu = [=] {
+        expected->assign(xs, 0.0f);
+        cpu.conv2d_backward_data(f32, g, y->host.data(), w->host.data(), expected->data(), nullptr);
+      };
+      op.result = [=] { return x->download(); };
+    } else {
+      op.run_cuda = [=] { cuda::conv2d_backward_filter(f32, g, x->dev, y->dev, w->dev, nullptr); };
+      op.run_cpu = [=] {
+        expected->assign(ws, 0.0f);
+        cpu.conv2d_backward_filter(f32, g, x->host.data(), y->host.data(), expected->data(), nullptr);
+      };
+      op.result = [=] { return w->download(); };
+    }
+    return op;
+  }
+  const int64_t N = s.n, C = s.c, HW = s.hw * s.hw;
+  const size_t n = size_t(N * C * HW);
+  if (name == "batch_norm_forward_train" || name == "batch_norm_backward_train") {
+    Buffer *x = buffer(n, true), *gy = buffer(n, true), *out = buffer(n, false);
+    Buffer *gamma = buffer(size_t(C), true), *beta = buffer(size_t(C), true);
+    Buffer *mean = buffer(size_t(C), false), *invstd = buffer(size_t(C), false);
+    Buffer *rmean = buffer(size_t(C), false), *rvar = buffer(size_t(C), false);
+    Buffer *gg = buffer(size_t(C), false), *gb = buffer(size_t(C), false);
+    op.shape = cat("x [", N, ",", C, ",", s.hw, ",", s.hw, "]");
+    // statistics for the backward pass, from the CPU kernel
+    const size_t channels = static_cast<size_t>(C);
+    std::vector<float> m(channels), is(channels), rm(channels, 0.0f), rv(channels, 1.0f), y(n);
+    cpu.batch_norm_forward_train(f32, x->host.data(), gamma->host.data(), beta->host.data(), y.data(), m.data(),
+                                 is.data(), rm.data(), rv.data(), N, C, HW, 0.1, 1e-5, nullptr);
+    mean->host = m;
+    invstd->host = is;
+    mean->upload();
+    invstd->upload();
+    if (name == "batch_norm_forward_train") {
+      op.flops = 8.0 * double(n);
+      op.bytes = 4.0 * 2 * double(n);  // read x (twice in two passes would be 3n), write y
+      op.run_cuda = [=] {
+        cuda::batch_norm_forward_train(f32, x->dev, gamma->dev, beta->dev, out->dev, mean->dev, invstd->dev,
+                                       rmean->dev, rvar->dev, N, C, HW, 0.1, 1e-5, nullptr);
+      };
+      op.run_cpu = [=] { *expected = y; };
+    } else {
+      op.flops = 10.0 * double(n);
+      op.bytes = 4.0 * 3 * double(n);  // read x and gy, write gx
+      op.run_cuda = [=] {
+        cuda::batch_norm_backward_train(f32, x->dev, gy->dev, gamma->dev, mean->dev, invstd->dev, out->dev, gg->dev,
+                                        gb->dev, N, C, HW, 1e-5, nullptr);
+      };
+      op.run_cpu = [=] {
+        expected->assign(n, 0.0f);
+        std::vector<float> g1(static_cast<size_t>(C)), g2(static_cast<size_t>(C));
+        cpu.batch_norm_backward_train(f32, x->host.data(), gy->host.data(), gamma->host.data(), mean->host.data(),
+                                      invstd->host.data(), expected->data(), g1.data(), g2.data(), N, C, HW, 1e-5,
+                                      nullptr);
+      };
+    }
+    op.result = [=] { return out->download(); };
+    return op;
+  }
+  if (name == "add_relu") {
+    Buffer *a = buffer(n, true), *b = buffer(n, true), *y = buffer(n, false);
+    op.shape = cat("[", n, "]");
+    op.flops = double(n);
+    op.bytes = 12.0 * double(n);
+    op.run_cuda = [=] { cuda::add_relu(f32, a->dev, b->dev, y->dev, int64_t(n), nullptr); };
+    op.run_cpu = [=] {
+      expected->assign(n, 0.0f);
+      cpu.add_relu(f32, a->host.data(), b->host.data(), expected->data(), int64_t(n), nullptr);
+    };
+    op.result = [=] { return y->download(); };
+    return op;
+  }
+  fail(cat("--op ", name, ": unknown (see --help)"));
+}
+
+const char* const kOps[] = {"gemm",
+                            "conv2d_forward",
+                            "conv2d_backward_data",
+                            "conv2d_backward_filter",
+                            "batch_norm_forward_train",
+                            "batch_norm_backward_train",
+                            "add_relu"};
+
+// Largest |got - want| over the largest |want|: the check a launch passes
+// when it is at most `tolerance`.
+double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
+  EMBER_CHECK(got.size() == want.size(), "result sizes differ: ", got.size(), " vs ", want.size());
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double d = std::fabs(double(got[i]) - double(want[i]));
+    diff = std::isnan(d) ? INFINITY : std::max(diff, d);
+    scale = std::max(scale, std::fabs(double(want[i])));
+  }
+  return diff / std::max(scale, 1e-30);
+}
+
+int run(int argc, char** argv) {
+  std::string op_flag = "all";
+  Shape s;
+  int reps = 10, lines = 6;
+  double tolerance = 1e-4;
+  apps::Flags f("kernel_lab", "ember's CUDA kernels one op at a time: checked against the CPU kernel, then timed "
+                              "(a GPU) or profiled (the emulator build, kernel_lab_sim).");
+  f.add("op", &op_flag, "gemm, conv2d_forward, conv2d_backward_data, conv2d_backward_filter, "
+                        "batch_norm_forward_train, batch_norm_backward_train, add_relu, or all");
+  f.group("gemm shape");
+  f.add("m", &s.m, "rows of A and C");
+  f.add("ncols", &s.n_gemm, "columns of B and C");
+  f.add("kdim", &s.kdim, "columns of A, rows of B");
+  f.group("convolution, batch norm and add_relu shape (x: [n, c, hw, hw])");
+  f.add("n", &s.n, "batch");
+  f.add("c", &s.c, "input channels");
+  f.add("hw", &s.hw, "height and width");
+  f.add("k", &s.k, "output channels");
+  f.add("r", &s.r, "filter height and width");
+  f.add("stride", &s.stride, "convolution stride");
+  f.add("pad", &s.pad, "convolution padding");
+  f.group("what to do");
+  f.add("tolerance", &tolerance, "largest |CUDA - CPU| over the largest |CPU| value that passes");
+  f.add("reps", &reps, "timed launches per op on a GPU (the median is printed)");
+  f.add("lines", &lines, "emulator: source lines shown per kernel (the most memory traffic first)");
+  if (!f.parse(argc, argv)) return 0;
+  EMBER_CHECK(reps > 0, "--reps must be positive, got ", reps);
+  std::vector<std::string> names;
+  if (op_flag == "all")
+    names.assign(std::begin(kOps), std::end(kOps));
+  else
+    names.push_back(op_flag);
+  std::mt19937 rng(1);
+  int failed = 0;
+  for (const std::string& name : names) {
+    std::vector<std::unique_ptr<Buffer>> keep;
+    std::vector<std::vector<float>> refs;
+    refs.reserve(1);
+    LabOp op = make_op(name, s, keep, refs, rng);
+    std::printf("== %s  %s\n", op.name.c_str(), op.shape.c_str());
+#if defined(EMBER_CUDASIM)
+    cudasim::set_profiling(true);
+    cudasim::reset_profile();
+#endif
+    op.run_cuda();
+    cuda_ok(cudaDeviceSynchronize(), "the launch");
+#if defined(EMBER_CUDASIM)
+    cudasim::set_profiling(false);
+#endif
+    op.run_cpu();
+    const double err = relative_error(op.result(), *op.expected);
+    const bool ok = err <= tolerance;
+    failed += !ok;
+    std::printf("   check against the CPU kernel: max |diff| / max |cpu| = %.2e (tolerance %.0e): %s\n", err, tolerance,
+                ok ? "ok" : "FAILED");
+#if defined(EMBER_CUDASIM)
+    if (!cudasim::profiler_instrumented())
+      std::printf("   (the kernels are not instrumented: link build/libember_cudasim_profile.a to count memory)\n");
+    for (const cudasim::KernelProfile& k : cudasim::profile()) {
+      std::printf("   kernel %s\n", k.name.c_str());
+      std::printf("     %llu launch(es), %llu blocks, %llu threads, %llu barriers, %llu warp operations\n",
+                  (unsigned long long)k.launches, (unsigned long long)k.blocks, (unsigned long long)k.threads,
+                  (unsigned long long)k.barriers, (unsigned long long)k.warp_ops);
+      const struct {
+        const char* what;
+        const cudasim::AccessCounts* c;
+        const char* unit;
+      } rows[] = {{"global loads", &k.counts.global_load, "sectors"},
+                  {"global stores", &k.counts.global_store, "sectors"},
+                  {"shared loads", &k.counts.shared_load, "wavefronts"},
+                  {"shared stores", &k.counts.shared_store, "wavefronts"}};
+      for (const auto& row : rows)
+        if (row.c->requests)
+          std::printf("     %-13s %10llu requests  %5.2f %s/request (ideal %.2f)  %4.1f lanes\n", row.what,
+                      (unsigned long long)row.c->requests, double(row.c->units) / double(row.c->requests), row.unit,
+                      double(row.c->ideal_units) / double(row.c->requests),
+                      double(row.c->lanes) / double(row.c->requests));
+      std::printf("     DRAM %.3g MB (distinct sectors), FLOPs %.3g (declared)\n", double(k.dram_sectors) * 32 / 1e6,
+                  double(k.flops));
+      std::printf("     estimate per launch:");
+      for (const cudasim::Estimate& e : cudasim::estimate(k))
+        std::printf(" %s %.3g us (%s);", e.gpu.c_str(), e.seconds * 1e6, e.bound.c_str());
+      std::printf("\n");
+      int shown = 0;
+      for (const cudasim::LineProfile& l : k.lines) {
+        if (shown++ == lines) break;
+        const cudasim::MemoryCounts& m = l.counts;
+        const struct {
+          const char* what;
+          const cudasim::AccessCounts* c;
+        } parts[] = {{"global load", &m.global_load},
+                     {"global store", &m.global_store},
+                     {"shared load", &m.shared_load},
+                     {"shared store", &m.shared_store}};
+        for (const auto& p : parts)
+          if (p.c->requests)
+            std::printf("       %-12s %5.2f/request (ideal %.2f) x %-9llu %s\n", p.what,
+                        double(p.c->units) / double(p.c->requests), double(p.c->ideal_units) / double(p.c->requests),
+                        (unsigned long long)p.c->requests, l.where.c_str());
+      }
+    }
+#else
+    cudaEvent_t start, stop;
+    cuda_ok(cudaEventCreate(&start), "cudaEventCreate");
+    cuda_ok(cudaEventCreate(&stop), "cudaEventCreate");
+    std::vector<float> ms;
+    for (int i = 0; i < reps; ++i) {
+      cuda_ok(cudaEventRecord(start), "cudaEventRecord");
+      op.run_cuda();
+      cuda_ok(cudaEventRecord(stop), "cudaEventRecord");
+      cuda_ok(cudaEventSynchronize(stop), "cudaEventSynchronize");
+      float t = 0;
+      cuda_ok(cudaEventElapsedTime(&t, start, stop), "cudaEventElapsedTime");
+      ms.push_back(t);
+    }
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    std::sort(ms.begin(), ms.end());
+    const double med = double(ms[ms.size() / 2]) * 1e-3;
+    std::printf("   %.4g us (median of %d), %.1f GFLOP/s, %.1f GB/s\n", med * 1e6, reps, op.flops / med / 1e9,
+                op.bytes / med / 1e9);
+#endif
+  }
+  if (failed) std::printf("kernel_lab: %d op(s) FAILED the check against the CPU\n", failed);
+  return failed ? 1 : 0;
+}
+
+#else
+
+int run(int argc, char** argv) {
+  apps::Flags f("kernel_lab", "ember's CUDA kernels one op at a time (needs a CUDA build, or kernel_lab_sim).");
+  if (!f.parse(argc, argv)) return 0;
+  fail("this build has no CUDA (nvcc was not found): build/kernel_lab_sim runs the kernels on the emulator");
+  return 2;
+}
+
+#endif
+
+}  // namespace
+}  // namespace ember
+
+int main(int argc, char** argv) {
+  try {
+    return ember::run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kernel_lab: error: %s\n", e.what());
+    return 2;
+  }
+}

@@ -1,0 +1,94 @@
+// tests/sim/profiler_kernels.cpp — the kernels of profiler_kernels.h. This
+// file is compiled like a .cu file for the emulator and instrumented for
+// its profiler (Makefile: PROF_FLAGS), so every load and store below is
+// counted when profiling is on. tests/sim/test_profiler.cpp finds the lines
+// it checks by their "profile:" comments.
+#include "tests/sim/profiler_kernels.h"
+
+#include "cuda/common.cuh"
+
+namespace profiler_kernels {
+namespace {
+
+// x: [32 * stride], y: [32]
+__global__ void strided_load_kernel(const float* x, float* y, int stride) {
+  const unsigned t = threadIdx.x;
+  const float v = x[t * stride];  // profile: strided load
+  y[t] = v;
+}
+
+// x: [1], y: [32]
+__global__ void broadcast_load_kernel(const float* x, float* y) {
+  const float v = x[0];  // profile: broadcast load
+  y[threadIdx.x] = v;
+}
+
+// x, y: [32, 32]; block (32, 32)
+template <int W>
+__global__ void shared_transpose_kernel(const float* x, float* y) {
+  __shared__ float tile[32][W];
+  const unsigned tx = threadIdx.x, ty = threadIdx.y;
+  tile[ty][tx] = x[ty * 32 + tx];  // profile: row store
+  __syncthreads();
+  const float v = tile[tx][ty];  // profile: column load
+  y[ty * 32 + tx] = v;
+}
+
+// y: [32]
+__global__ void shared_double_stride2_kernel(double* y) {
+  __shared__ double tile[256];
+  const unsigned lane = threadIdx.x;
+  for (unsigned i = 0; i < 8; ++i) tile[lane + 32 * i] = lane;
+  __syncthreads();
+  const double v = tile[2 * lane];  // profile: double stride 2
+  // lanes 0-15: tile[16 * lane], all in banks 0-1 (16 wavefronts); lanes
+  // 16-31: tile[lane], one wavefront; 17 in all, where one pass over the
+  // whole warp would count 16 (word 32 is read by both halves)
+  const double u = tile[lane < 16 ? 16 * lane : lane];  // profile: double halves
+  y[lane] = v + u;
+}
+
+// x, y: [threads]
+__global__ void half_warp_kernel(const float* x, float* y, int threads) {
+  const unsigned i = blockIdx.x * blockDim.x + threadIdx.x, lane = threadIdx.x & 31;
+  if (lane < 16 && int(i) < threads) {
+    float v = x[i] * 2.0f;  // profile: half-warp load
+    EMBER_PROFILE_FLOPS(1);
+    v += __shfl_down_sync(0x0000ffffu, v, 1);
+    y[i] = v;
+  }
+}
+
+// x, y: [blocks * 128]
+__global__ void copy_through_registers_kernel(const float* x, float* y, unsigned seed) {
+  const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  volatile float local[4];  // on the emulated thread's stack: not global, not shared
+  local[seed & 3] = x[i];
+  y[i] = local[seed & 3];
+}
+
+}  // namespace
+
+void strided_load(const float* x, float* y, int stride) {
+  ember::cuda::launch(strided_load_kernel, dim3(1), dim3(32), 0, nullptr, x, y, stride);
+}
+void broadcast_load(const float* x, float* y) {
+  ember::cuda::launch(broadcast_load_kernel, dim3(1), dim3(32), 0, nullptr, x, y);
+}
+void shared_transpose(const float* x, float* y, bool padded) {
+  if (padded)
+    ember::cuda::launch(shared_transpose_kernel<33>, dim3(1), dim3(32, 32), 0, nullptr, x, y);
+  else
+    ember::cuda::launch(shared_transpose_kernel<32>, dim3(1), dim3(32, 32), 0, nullptr, x, y);
+}
+void shared_double_stride2(double* y) {
+  ember::cuda::launch(shared_double_stride2_kernel, dim3(1), dim3(32), 0, nullptr, y);
+}
+void half_warp(const float* x, float* y, int threads) {
+  ember::cuda::launch(half_warp_kernel, dim3((threads + 63) / 64), dim3(64), 0, nullptr, x, y, threads);
+}
+void copy_through_registers(const float* x, float* y, int blocks) {
+  ember::cuda::launch(copy_through_registers_kernel, dim3(blocks), dim3(128), 0, nullptr, x, y, 1u);
+}
+
+}  // namespace profiler_kernels

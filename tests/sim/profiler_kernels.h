@@ -1,0 +1,31 @@
+// tests/sim/profiler_kernels.h — kernels with known memory behaviour, for
+// tests/sim/test_profiler.cpp. Their file (profiler_kernels.cpp) is compiled
+// with the profiler's instrumentation (see the Makefile), the test file
+// without. Each launcher takes device pointers (cudaMalloc) and launches
+// once; the comments say what a GPU's counters show for it.
+#pragma once
+
+namespace profiler_kernels {
+
+// y[t] = x[t * stride] for 32 threads (one warp): 4 sectors per request at
+// stride 1, 8 at stride 2, 32 from stride 8 up; x: [32 * stride], y: [32].
+void strided_load(const float* x, float* y, int stride);
+// Every lane reads x[0]: one sector, a broadcast. y: [32].
+void broadcast_load(const float* x, float* y);
+// A 32x32 transpose through shared memory: rows written, columns read.
+// padded = false: tile[32][32], the column read is a 32-way bank conflict;
+// padded = true: tile[32][33], none. x, y: [32 * 32].
+void shared_transpose(const float* x, float* y, bool padded);
+// Shared doubles read at an even index (tile[2 * lane]): each half-warp
+// hits every bank twice, 2-way; then a read whose half-warps conflict
+// differently (17 wavefronts). y: [32].
+void shared_double_stride2(double* y);
+// Lanes 0-15 of each warp load and store (16 of 32 lanes active), declare
+// one FLOP each, and shuffle among themselves (mask 0x0000ffff).
+// x, y: [threads].
+void half_warp(const float* x, float* y, int threads);
+// y[i] = x[i] over `blocks` blocks of 128 threads, through a per-thread
+// local array (the thread's stack here: registers on a GPU, not counted).
+void copy_through_registers(const float* x, float* y, int blocks);
+
+}  // namespace profiler_kernels

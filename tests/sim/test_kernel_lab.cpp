@@ -1,0 +1,65 @@
+// tests/sim/test_kernel_lab.cpp — build/kernel_lab_sim (apps/kernel_lab.cpp
+// on the emulator with the profiler's instrumented kernels): it checks each
+// op against the CPU kernel, fails when the check fails, and prints the
+// profile of ember's own kernels (the GEMM's tiles: 4 sectors per global
+// load, the source lines of the shared loads).
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "tests/process_helpers.h"
+#include "tests/skip.h"
+
+namespace {
+
+std::string lab_path() { return ember::testing::process::binary_dir() + "/kernel_lab_sim"; }
+bool lab_built() { return ::access(lab_path().c_str(), X_OK) == 0; }
+const ember::testing::needs kLab{"build/kernel_lab_sim is not built in this tree (the AddressSanitizer build)",
+                                 lab_built};
+
+std::string run_lab(const std::vector<std::string>& args, int* code) {
+  std::vector<std::string> argv{lab_path()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::string out;
+  *code = ember::testing::process::run_command(argv, 120, ".", "kernel_lab_sim", &out);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("kernel_lab_sim: a GEMM and a convolution are checked against the CPU and profiled per source line" * kLab) {
+  int code = -1;
+  const std::string out = run_lab({"--op", "gemm", "--m", "64", "--ncols", "96", "--kdim", "48"}, &code);
+  INFO(out);
+  CHECK(code == 0);
+  CHECK(out.find("== gemm  C [64,96] = A [64,48] B [48,96]") != std::string::npos);
+  CHECK(out.find("check against the CPU kernel") != std::string::npos);
+  CHECK(out.find(": ok") != std::string::npos);
+  CHECK(out.find("gemm_tiled_kernel") != std::string::npos);
+  CHECK(out.find("global loads") != std::string::npos);
+  CHECK(out.find("4.00 sectors/request") != std::string::npos);  // the A and B tiles are read a row of a warp at a time
+  CHECK(out.find("shared loads") != std::string::npos);
+  CHECK(out.find("cuda/kernels/gemm.cuh:") != std::string::npos);
+  CHECK(out.find("estimate per launch: H100 SXM") != std::string::npos);
+
+  const std::string conv =
+      run_lab({"--op", "conv2d_backward_data", "--n", "2", "--c", "8", "--hw", "9", "--k", "8", "--stride", "2"}, &code);
+  INFO(conv);
+  CHECK(code == 0);
+  CHECK(conv.find("stride 2 pad 1 -> y [2,8,5,5]") != std::string::npos);
+  CHECK(conv.find(": ok") != std::string::npos);
+  CHECK(conv.find("cuda/kernels/conv.cu:") != std::string::npos);
+}
+
+TEST_CASE("kernel_lab_sim: a result outside the tolerance fails, naming the op" * kLab) {
+  int code = -1;
+  const std::string out = run_lab({"--op", "add_relu", "--n", "1", "--c", "3", "--hw", "5", "--tolerance", "-1"}, &code);
+  INFO(out);
+  CHECK(code == 1);
+  CHECK(out.find("FAILED") != std::string::npos);
+  CHECK(out.find("1 op(s) FAILED the check against the CPU") != std::string::npos);
+  const std::string bad = run_lab({"--op", "softmax"}, &code);
+  CHECK(code == 2);
+  CHECK(bad.find("kernel_lab: error: --op softmax: unknown") != std::string::npos);
+}

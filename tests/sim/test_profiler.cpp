@@ -1,0 +1,215 @@
+// tests/sim/test_profiler.cpp — the emulator's profiler (cuda/sim/profiler.cpp,
+// CUDASIM_PROFILE=1) on kernels whose counters are known
+// (tests/sim/profiler_kernels.cpp): coalescing as sectors per request,
+// shared-memory bank conflicts as wavefronts per request (4- and 8-byte
+// words), broadcasts, active lanes of a half-divergent warp, declared FLOPs,
+// per-line attribution, stack memory left out, and the roofline estimate.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cuda/common.cuh"
+#include "tests/sim/profiler_kernels.h"
+#include "tests/skip.h"
+
+namespace {
+
+template <typename T>
+struct Device {
+  T* p = nullptr;
+  explicit Device(size_t n, T value = T(1)) {
+    REQUIRE(cudaMalloc(reinterpret_cast<void**>(&p), n * sizeof(T)) == cudaSuccess);
+    std::vector<T> v(n, value);
+    REQUIRE(cudaMemcpy(p, v.data(), n * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
+  }
+  ~Device() { cudaFree(p); }
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+};
+
+// Profiling on, counters empty; off again at the end.
+struct Profiling {
+  Profiling() {
+    cudasim::set_profiling(true);
+    cudasim::reset_profile();
+  }
+  ~Profiling() {
+    cudasim::set_profiling(false);
+    cudasim::reset_profile();
+  }
+  Profiling(const Profiling&) = delete;
+  Profiling& operator=(const Profiling&) = delete;
+};
+
+// The one kernel profiled whose name contains `part`.
+cudasim::KernelProfile kernel_named(const std::string& part) {
+  cudasim::KernelProfile found;
+  int n = 0;
+  for (auto& k : cudasim::profile())
+    if (k.name.find(part) != std::string::npos) {
+      found = k;
+      ++n;
+    }
+  INFO("kernels named like " << part);
+  REQUIRE(n == 1);
+  return found;
+}
+
+// "tests/sim/profiler_kernels.cpp:<line>" of the line with `marker`.
+std::string line_of(const std::string& marker) {
+  std::ifstream in("tests/sim/profiler_kernels.cpp");
+  REQUIRE(in.good());
+  std::string text;
+  for (int n = 1; std::getline(in, text); ++n)
+    if (text.find("// profile: " + marker) != std::string::npos)
+      return "tests/sim/profiler_kernels.cpp:" + std::to_string(n) + " ";
+  FAIL("no line marked " << marker);
+  return {};
+}
+
+const cudasim::LineProfile& line_at(const cudasim::KernelProfile& k, const std::string& where) {
+  for (const auto& l : k.lines)
+    if (l.where.rfind(where, 0) == 0) return l;
+  std::string all;
+  for (const auto& l : k.lines) all += l.where + "\n";
+  INFO("lines of " << k.name << ":\n" << all);
+  FAIL("no profile line at " << where);
+  return k.lines.front();
+}
+
+bool instrumented() { return cudasim::profiler_instrumented(); }
+const ember::testing::needs kInstrumented{
+    "the kernels are not instrumented for the profiler (the AddressSanitizer build)", instrumented};
+
+}  // namespace
+
+TEST_CASE("cudasim profiler: global loads count 32-byte sectors per warp request (stride 1, 2, 8, 32)" * kInstrumented) {
+  const struct {
+    int stride;
+    uint64_t sectors;
+  } cases[] = {{1, 4}, {2, 8}, {4, 16}, {8, 32}, {32, 32}};
+  for (const auto& c : cases) {
+    CAPTURE(c.stride);
+    Device<float> x(32 * size_t(c.stride)), y(32);
+    Profiling on;
+    profiler_kernels::strided_load(x.p, y.p, c.stride);
+    const auto k = kernel_named("strided_load_kernel");
+    CHECK(k.launches == 1);
+    CHECK(k.threads == 32);
+    CHECK(k.counts.global_load.requests == 1);
+    CHECK(k.counts.global_load.lanes == 32);
+    CHECK(k.counts.global_load.bytes == 128);
+    CHECK(k.counts.global_load.units == c.sectors);
+    CHECK(k.counts.global_load.ideal_units == 4);
+    CHECK(k.counts.global_store.requests == 1);
+    CHECK(k.counts.global_store.units == 4);
+    CHECK(k.counts.shared_load.requests == 0);
+    CHECK(k.dram_sectors == c.sectors + 4);
+    const auto& l = line_at(k, line_of("strided load"));
+    CHECK(l.counts.global_load.requests == 1);
+    CHECK(l.counts.global_load.units == c.sectors);
+  }
+}
+
+TEST_CASE("cudasim profiler: a broadcast load is one sector" * kInstrumented) {
+  Device<float> x(1), y(32);
+  Profiling on;
+  profiler_kernels::broadcast_load(x.p, y.p);
+  const auto k = kernel_named("broadcast_load_kernel");
+  CHECK(k.counts.global_load.requests == 1);
+  CHECK(k.counts.global_load.units == 1);
+  CHECK(k.counts.global_load.ideal_units == 1);
+}
+
+TEST_CASE("cudasim profiler: shared memory bank conflicts: a 32-way column read, none with a padded tile" * kInstrumented) {
+  for (const bool padded : {false, true}) {
+    CAPTURE(padded);
+    Device<float> x(32 * 32), y(32 * 32);
+    Profiling on;
+    profiler_kernels::shared_transpose(x.p, y.p, padded);
+    const auto k = kernel_named("shared_transpose_kernel");
+    CHECK(k.threads == 1024);
+    CHECK(k.barriers == 1);
+    // 32 warps, one row each: a row store is free of conflicts
+    CHECK(k.counts.shared_store.requests == 32);
+    CHECK(k.counts.shared_store.units == 32);
+    CHECK(k.counts.shared_load.requests == 32);
+    CHECK(k.counts.shared_load.ideal_units == 32);
+    CHECK(k.counts.shared_load.units == (padded ? 32u : 32u * 32u));
+    CHECK(k.counts.global_load.units == 32 * 4);
+    CHECK(k.counts.global_store.units == 32 * 4);
+    const auto& column = line_at(k, line_of("column load"));
+    CHECK(column.counts.shared_load.units == (padded ? 32u : 32u * 32u));
+    const auto& row = line_at(k, line_of("row store"));
+    CHECK(row.counts.shared_store.units == 32);
+    CHECK(row.counts.global_load.units == 32 * 4);
+    if (!padded) CHECK(cudasim::profile_report().find("32.00-way bank conflicts") != std::string::npos);
+  }
+}
+
+TEST_CASE("cudasim profiler: 8-byte shared accesses are served a half-warp at a time" * kInstrumented) {
+  Device<double> y(32);
+  Profiling on;
+  profiler_kernels::shared_double_stride2(y.p);
+  const auto k = kernel_named("shared_double_stride2_kernel");
+  // eight contiguous stores of 32 doubles: 2 wavefronts each, as ideal
+  CHECK(k.counts.shared_store.requests == 8);
+  CHECK(k.counts.shared_store.units == 16);
+  CHECK(k.counts.shared_store.ideal_units == 16);
+  // tile[2 * lane]: each half-warp meets every bank it uses twice
+  const auto& stride2 = line_at(k, line_of("double stride 2")).counts.shared_load;
+  CHECK(stride2.requests == 1);
+  CHECK(stride2.units == 4);
+  CHECK(stride2.ideal_units == 2);
+  // half-warps served one after the other: 16 + 1 wavefronts
+  const auto& halves = line_at(k, line_of("double halves")).counts.shared_load;
+  CHECK(halves.requests == 1);
+  CHECK(halves.units == 17);
+  CHECK(halves.ideal_units == 2);
+  CHECK(k.counts.global_store.units == 8);
+}
+
+TEST_CASE("cudasim profiler: a half-divergent warp: 16 active lanes, declared FLOPs, shuffle lanes" * kInstrumented) {
+  const int threads = 256;
+  Device<float> x(threads), y(threads);
+  Profiling on;
+  profiler_kernels::half_warp(x.p, y.p, threads);
+  const auto k = kernel_named("half_warp_kernel");
+  CHECK(k.blocks == 4);
+  CHECK(k.counts.global_load.requests == 8);  // one per warp
+  CHECK(k.counts.global_load.lanes == 8 * 16);
+  CHECK(k.counts.global_load.units == 8 * 2);
+  CHECK(k.counts.global_store.lanes == 8 * 16);
+  CHECK(k.flops == 8 * 16);
+  CHECK(k.warp_ops == 8);
+  CHECK(k.warp_op_lanes == 8 * 16);
+  CHECK(line_at(k, line_of("half-warp load")).counts.global_load.lanes == 8 * 16);
+}
+
+TEST_CASE("cudasim profiler: the thread's own stack is not memory traffic; the estimate of a copy is DRAM-bound" * kInstrumented) {
+  const int blocks = 264;  // two per SM of an H100
+  const size_t n = size_t(blocks) * 128;
+  Device<float> x(n), y(n);
+  Profiling on;
+  profiler_kernels::copy_through_registers(x.p, y.p, blocks);
+  const auto k = kernel_named("copy_through_registers_kernel");
+  CHECK(k.counts.global_load.requests == uint64_t(blocks) * 4);
+  CHECK(k.counts.global_store.requests == uint64_t(blocks) * 4);
+  CHECK(k.counts.shared_load.requests + k.counts.shared_store.requests == 0);
+  CHECK(k.dram_sectors == n * 4 * 2 / 32);
+  const auto est = cudasim::estimate(k);
+  REQUIRE(!est.empty());
+  CHECK(est[0].gpu == "H100 SXM");
+  CHECK(est[0].bound == "DRAM");
+  CHECK(est[0].seconds == doctest::Approx(double(n) * 8 / 3350e9).epsilon(1e-6));
+}
+
+TEST_CASE("cudasim profiler: nothing is counted while profiling is off" * kInstrumented) {
+  Device<float> x(32), y(32);
+  cudasim::set_profiling(false);
+  cudasim::reset_profile();
+  profiler_kernels::strided_load(x.p, y.p, 1);
+  CHECK(cudasim::profile().empty());
+}
