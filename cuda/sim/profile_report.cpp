@@ -100,9 +100,10 @@ bool is_position_independent(const char* path) {
 }
 
 // Runs addr2line on `file` for the file addresses in `addrs`; returns, per
-// address, "file:line (function)": the innermost inlined frame in a source
-// file under the working directory (the project's: libstdc++ and CUDA's
-// headers are elsewhere) if there is one, else the innermost.
+// address, "file:line (function)": the innermost inlined frame outside
+// /usr/ (the project's own code, not libstdc++'s or CUDA's headers) if
+// there is one, else the innermost; paths under the working directory are
+// made relative to it.
 std::vector<std::string> addr2line(const std::string& file, const std::vector<uintptr_t>& addrs) {
   std::vector<std::string> out(addrs.size());
   char list[] = "/tmp/cudasim_profile_XXXXXX";
@@ -121,7 +122,7 @@ std::vector<std::string> addr2line(const std::string& file, const std::vector<ui
       if (current < 0 || current >= long(out.size()) || frames.empty()) return;
       const auto* pick = &frames.front();
       for (const auto& fr : frames)
-        if (!fr.second.empty() && fr.second[0] != '/' && fr.second[0] != '?') {
+        if (!fr.second.empty() && fr.second.rfind("/usr/", 0) != 0 && fr.second[0] != '?') {
           pick = &fr;
           break;
         }

@@ -10,6 +10,7 @@
 
 #include "tests/process_helpers.h"
 #include "tests/skip.h"
+#include "tests/test_helpers.h"
 
 namespace {
 
@@ -22,7 +23,8 @@ std::string run_lab(const std::vector<std::string>& args, int* code) {
   std::vector<std::string> argv{lab_path()};
   argv.insert(argv.end(), args.begin(), args.end());
   std::string out;
-  *code = ember::testing::process::run_command(argv, 120, ".", "kernel_lab_sim", &out);
+  const ember::testing::TempDir dir;  // the runner's logs
+  *code = ember::testing::process::run_command(argv, 120, dir.path.string(), "kernel_lab_sim", &out);
   return out;
 }
 
