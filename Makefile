@@ -241,9 +241,15 @@ endif
 # The PTX of the newest architecture is kept as $(BUILD)/ptx/<file>.ptx (nvcc's
 # intermediate, no extra compile; named <file>.compute_NN.ptx with several
 # architectures, <file>.ptx with one): tests/test_cuda_ptx.cpp reads it.
+# ptxas's resource report (-Xptxas -v: registers, spills, static shared
+# memory per kernel and architecture) goes to $(BUILD)/ptx/<file>.ptxas.log,
+# which the emulator's profiler reads (cuda/sim/kernel_resources.cpp); the
+# rest of nvcc's messages (warnings, errors) still reach the terminal.
 $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(dir $@) $(dir $(BUILD)/ptx/$*) $(BUILD)/keep/$*
-	$(NVCC) $(NVCCFLAGS) -DEMBER_CUDA=1 -keep -keep-dir $(BUILD)/keep/$* -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) -DEMBER_CUDA=1 -keep -keep-dir $(BUILD)/keep/$* -Xptxas -v -c $< -o $@ \
+	  2> $(BUILD)/ptx/$*.ptxas.log; status=$$?; \
+	  grep -v -E '^ptxas info|^ +[0-9]+ bytes stack frame' $(BUILD)/ptx/$*.ptxas.log >&2; exit $$status
 	@kept=$(BUILD)/keep/$*/$(notdir $*); \
 	  if [ -f $$kept.compute_$(PTX_ARCH).ptx ]; then mv $$kept.compute_$(PTX_ARCH).ptx $(BUILD)/ptx/$*.ptx; \
 	  else mv $$kept.ptx $(BUILD)/ptx/$*.ptx; fi && rm -rf $(BUILD)/keep/$*

@@ -42,6 +42,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <source_location>
 #include <string>
 #include <tuple>
@@ -129,6 +130,8 @@ struct LineProfile {
 struct KernelProfile {
   std::string name;  // demangled
   uint64_t launches = 0, blocks = 0, threads = 0;
+  unsigned threads_per_block = 0;   // of the last launch
+  size_t dynamic_shared_bytes = 0;  // of the last launch
   uint64_t barriers = 0;                    // completed __syncthreads (per block)
   uint64_t warp_ops = 0, warp_op_lanes = 0;  // completed warp operations, and their lanes
   uint64_t dram_sectors = 0;  // distinct 32-byte sectors of global memory each launch touched, summed
@@ -146,6 +149,29 @@ bool profiler_instrumented();
 // in order of first launch. Resolving source lines runs addr2line once.
 std::vector<KernelProfile> profile();
 void reset_profile();
+// The static half: what ptxas reported for a kernel when nvcc built it
+// (make keeps it in build/ptx/<file>.ptxas.log; read from CUDASIM_PTXAS_DIR,
+// default ptx/ next to the program), for the newest architecture built.
+// found is false when there is no report for `demangled_name`.
+struct KernelResources {
+  bool found = false;
+  int sm = 0;  // 90 for sm_90
+  int registers = 0, stack_bytes = 0, spill_store_bytes = 0, spill_load_bytes = 0, static_shared_bytes = 0;
+  std::string source;  // the report's file name
+};
+KernelResources kernel_resources(const std::string& demangled_name);
+// Every kernel of the *.ptxas.log files under `directory`, by demangled name.
+std::map<std::string, KernelResources> read_ptxas_reports(const std::string& directory);
+// Theoretical occupancy on r.sm at a launch shape: resident blocks per SM,
+// the fraction of the SM's 64 warps, and what limits it ("registers",
+// "shared memory", "threads", "blocks").
+struct Occupancy {
+  int blocks_per_sm = 0;
+  double fraction = 0;
+  std::string limit;
+};
+Occupancy occupancy(const KernelResources& r, int threads_per_block, int dynamic_shared_bytes);
+
 // A roofline bound of one launch of `kernel` (its averages) on each of a
 // few named GPUs, and the unit that binds ("DRAM", "L1", "shared", "FP32"):
 // the assumptions are at the top of cuda/sim/profile_report.cpp.
@@ -158,6 +184,8 @@ std::vector<Estimate> estimate(const KernelProfile& kernel);
 // The report CUDASIM_PROFILE=1 prints at exit: per kernel, the counters and
 // a time estimate on a few GPUs (cuda/sim/profile_report.cpp).
 std::string profile_report();
+// The report's line about ptxas's resources and the occupancy of `kernel`.
+std::string resources_line(const KernelProfile& kernel);
 
 namespace detail {
 void count_flops(uint64_t n) noexcept;

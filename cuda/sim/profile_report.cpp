@@ -273,6 +273,8 @@ std::vector<KernelProfile> profile() {
     p.warp_op_lanes = k.warp_op_lanes;
     p.dram_sectors = k.dram_sectors;
     p.flops = k.flops;
+    p.threads_per_block = k.threads_per_block;
+    p.dynamic_shared_bytes = k.dynamic_shared_bytes;
     p.counts = k.counts;
     std::map<std::string, MemoryCounts> lines;
     for (const auto& [pc, counts] : k.by_pc) lines[where.at(pc)] += counts;
@@ -283,6 +285,19 @@ std::vector<KernelProfile> profile() {
     out.push_back(std::move(p));
   }
   return out;
+}
+
+std::string resources_line(const KernelProfile& k) {
+  using detail::fmt;
+  const KernelResources res = kernel_resources(k.name);
+  if (!res.found) return "    ptxas: no report for this kernel (build/ptx/*.ptxas.log: the CUDA build makes them)\n";
+  const Occupancy o = occupancy(res, int(k.threads_per_block), int(k.dynamic_shared_bytes));
+  return fmt("    ptxas sm_%d: %d registers, %d bytes stack, %d/%d bytes spilled (stores/loads), %d bytes static "
+             "shared%s; %u threads per block: occupancy %.0f%% (%d blocks per SM, limited by %s)\n",
+             res.sm, res.registers, res.stack_bytes, res.spill_store_bytes, res.spill_load_bytes,
+             res.static_shared_bytes,
+             k.dynamic_shared_bytes ? fmt(" + %zu dynamic", k.dynamic_shared_bytes).c_str() : "",
+             k.threads_per_block, o.fraction * 100, o.blocks_per_sm, o.limit.c_str());
 }
 
 std::string profile_report() {
@@ -300,6 +315,7 @@ std::string profile_report() {
              detail::number(double(k.warp_ops)).c_str());
     if (k.warp_ops) r += fmt(" (%.1f lanes)", double(k.warp_op_lanes) / double(k.warp_ops));
     r += "\n";
+    r += resources_line(k);
     r += detail::access_line("global loads", k.counts.global_load, true);
     r += detail::access_line("global stores", k.counts.global_store, true);
     r += detail::access_line("shared loads", k.counts.shared_load, false);

@@ -243,6 +243,8 @@ void profile_launch_begin(const void* kernel, unsigned threads_per_block, const 
     p.kernels.back().kernel = kernel;
   }
   p.cur = &p.kernels[it->second];
+  p.cur->threads_per_block = threads_per_block;
+  p.cur->dynamic_shared_bytes = dynamic_bytes;
   p.nthreads = threads_per_block;
   if (p.buffers.size() < threads_per_block) p.buffers.resize(threads_per_block);
   for (auto& b : p.buffers) b.clear();

@@ -44,6 +44,14 @@ TEST_CASE("kernel_lab_sim: a GEMM and a convolution are checked against the CPU 
   CHECK(out.find("shared loads") != std::string::npos);
   CHECK(out.find("cuda/kernels/gemm.cuh:") != std::string::npos);
   CHECK(out.find("estimate per launch: H100 SXM") != std::string::npos);
+  // the CUDA build left ptxas's reports next to the lab: registers and occupancy of the real kernel
+  if (::access((ember::testing::process::binary_dir() + "/ptx/cuda/kernels/gemm.ptxas.log").c_str(), R_OK) == 0) {
+    CHECK(out.find("ptxas sm_") != std::string::npos);
+    CHECK(out.find(" registers, ") != std::string::npos);
+    CHECK(out.find("occupancy ") != std::string::npos);
+  } else {
+    CHECK(out.find("ptxas: no report for this kernel") != std::string::npos);
+  }
 
   const std::string conv =
       run_lab({"--op", "conv2d_backward_data", "--n", "2", "--c", "8", "--hw", "9", "--k", "8", "--stride", "2"}, &code);

@@ -6,6 +6,7 @@
 // per-line attribution, stack memory left out, and the roofline estimate.
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "cuda/common.cuh"
 #include "tests/sim/profiler_kernels.h"
 #include "tests/skip.h"
+#include "tests/test_helpers.h"
 
 namespace {
 
@@ -212,4 +214,56 @@ TEST_CASE("cudasim profiler: nothing is counted while profiling is off" * kInstr
   cudasim::reset_profile();
   profiler_kernels::strided_load(x.p, y.p, 1);
   CHECK(cudasim::profile().empty());
+}
+
+TEST_CASE("cudasim profiler: ptxas's reports give registers, spills and shared memory; occupancy follows") {
+  const ember::testing::TempDir dir;
+  std::filesystem::create_directories(dir.path / "cuda" / "kernels");
+  {
+    std::ofstream log(dir.file("cuda/kernels/x.ptxas.log"));
+    log << "ptxas info    : 0 bytes gmem\n"
+           "ptxas info    : Compiling entry function '_ZN5ember4cuda40_GLOBAL__N__d7697607_8_fused_cu_af8d744415add_relu_kernelIfEEvPKT_S5_PS3_l' for 'sm_80'\n"
+           "ptxas info    : Function properties for _ZN5ember4cuda40_GLOBAL__N__d7697607_8_fused_cu_af8d744415add_relu_kernelIfEEvPKT_S5_PS3_l\n"
+           "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+           "ptxas info    : Used 40 registers, used 1 barriers, 8192 bytes smem, 384 bytes cmem[0]\n"
+           "ptxas info    : Compiling entry function '_ZN5ember4cuda40_GLOBAL__N__d7697607_8_fused_cu_af8d744415add_relu_kernelIfEEvPKT_S5_PS3_l' for 'sm_90'\n"
+           "ptxas info    : Function properties for _ZN5ember4cuda40_GLOBAL__N__d7697607_8_fused_cu_af8d744415add_relu_kernelIfEEvPKT_S5_PS3_l\n"
+           "    24 bytes stack frame, 16 bytes spill stores, 8 bytes spill loads\n"
+           "ptxas info    : Used 128 registers, used 1 barriers, 102400 bytes smem, 384 bytes cmem[0]\n"
+           "ptxas info    : Compiling entry function '_Z6plain2Pf' for 'sm_90'\n"
+           "ptxas info    : Function properties for _Z6plain2Pf\n"
+           "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+           "ptxas info    : Used 32 registers, used 0 barriers, 384 bytes cmem[0]\n";
+  }
+  const auto reports = cudasim::read_ptxas_reports(dir.path.string());
+  REQUIRE(reports.size() == 2);
+  const auto k = reports.at("void ember::cuda::(anonymous namespace)::add_relu_kernel<float>(float const*, float const*, float*, long)");
+  CHECK(k.found);
+  CHECK(k.sm == 90);  // the newest architecture's report
+  CHECK(k.registers == 128);
+  CHECK(k.stack_bytes == 24);
+  CHECK(k.spill_store_bytes == 16);
+  CHECK(k.spill_load_bytes == 8);
+  CHECK(k.static_shared_bytes == 102400);
+  CHECK(k.source == "x.ptxas.log");
+  // 128 registers x 128 threads: 16 K registers a block, 4 blocks of 64 K
+  cudasim::KernelResources regs = k;
+  regs.static_shared_bytes = 0;
+  auto o = cudasim::occupancy(regs, 128, 0);
+  CHECK(o.blocks_per_sm == 4);
+  CHECK(o.fraction == doctest::Approx(0.25));
+  CHECK(o.limit == "registers");
+  // 100 KiB + 1 KiB reserved per block: 2 blocks of 228 KiB
+  o = cudasim::occupancy(k, 64, 0);
+  CHECK(o.blocks_per_sm == 2);
+  CHECK(o.limit == "shared memory");
+  const auto plain = reports.at("plain2(float*)");
+  o = cudasim::occupancy(plain, 1024, 0);  // 32 registers: 2 blocks of 1024 threads fill the SM
+  CHECK(o.blocks_per_sm == 2);
+  CHECK(o.fraction == doctest::Approx(1.0));
+  CHECK(o.limit == "registers");
+  o = cudasim::occupancy(plain, 256, 48 * 1024);  // dynamic shared memory counts too
+  CHECK(o.blocks_per_sm == 4);
+  CHECK(o.limit == "shared memory");
+  CHECK_FALSE(cudasim::occupancy(cudasim::KernelResources{}, 256, 0).blocks_per_sm);
 }
