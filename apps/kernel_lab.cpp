@@ -294,6 +294,11 @@ int run(int argc, char** argv) {
     std::printf("   check against the CPU kernel: max |diff| / max |cpu| = %.2e (tolerance %.0e): %s\n", err, tolerance,
                 ok ? "ok" : "FAILED");
 #if defined(EMBER_CUDASIM)
+    double declared = 0;
+    for (const cudasim::KernelProfile& k : cudasim::profile()) declared += double(k.flops);
+    if (declared > 0 && op.flops > 0)
+      std::printf("   FLOPs: %.3g the op needs, %.3g its kernels declare (%.2fx: padding, zeros multiplied)\n", op.flops,
+                  declared, declared / op.flops);
     if (!cudasim::profiler_instrumented())
       std::printf("   (the kernels are not instrumented: link build/libember_cudasim_profile.a to count memory)\n");
     for (const cudasim::KernelProfile& k : cudasim::profile()) {

@@ -61,7 +61,6 @@ struct GemmTile {
   static constexpr int kThreads = kThreadsM * kThreadsN;
   static constexpr int kLoadsA = BM * BK / kThreads;  // A elements each thread stages per step
   static constexpr int kLoadsB = BN * BK / kThreads;
-  static constexpr int kPad = 1;  // shared-memory row padding (elements)
   static_assert(BM % TM == 0 && BN % TN == 0, "micro-tiles must divide the block tile");
   static_assert(BM * BK % kThreads == 0 && BN * BK % kThreads == 0, "tiles must split evenly over the threads");
 };
@@ -144,8 +143,16 @@ __global__ void gemm_tiled_kernel(int64_t M, int64_t N, int64_t Kdim, int64_t kc
                                   Store store) {
   constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, TM = Cfg::TM, TN = Cfg::TN;
   constexpr int NT = Cfg::kThreads;
-  __shared__ T As[BK][BM + Cfg::kPad];
-  __shared__ T Bs[BK][BN + Cfg::kPad];
+  // Row padding of the staged tiles. A loader that reads k fastest stores
+  // a warp's 32 elements down BK rows of 32 / BK columns: with a row stride
+  // of 32 / BK words (mod 32) those land in 32 distinct banks (floats; the
+  // emulator's profiler measured 2-way conflicts with a pad of 1). Doubles
+  // are stored a half-warp at a time, 16 rows of one column: an odd stride
+  // keeps them apart.
+  constexpr int kPad = sizeof(T) == 4 ? 32 / BK : 1;
+  static_assert(sizeof(T) != 4 || (BM % 32 == 0 && BN % 32 == 0 && 32 % BK == 0), "the padding assumes these");
+  __shared__ T As[BK][BM + kPad];
+  __shared__ T Bs[BK][BN + kPad];
 
   const int tid = int(threadIdx.x);
   const int tx = tid % Cfg::kThreadsN, ty = tid / Cfg::kThreadsN;

@@ -42,6 +42,11 @@ TEST_CASE("kernel_lab_sim: a GEMM and a convolution are checked against the CPU 
   CHECK(out.find("global loads") != std::string::npos);
   CHECK(out.find("4.00 sectors/request") != std::string::npos);  // the A and B tiles are read a row of a warp at a time
   CHECK(out.find("shared loads") != std::string::npos);
+  // the staged tiles' row padding keeps the k-fastest A tile's stores free of bank conflicts
+  const size_t stores = out.find("shared stores");
+  REQUIRE(stores != std::string::npos);
+  CHECK(out.substr(stores, out.find('\n', stores) - stores).find(" 1.00 wavefronts/request (ideal 1.00)") !=
+        std::string::npos);
   CHECK(out.find("cuda/kernels/gemm.cuh:") != std::string::npos);
   CHECK(out.find("estimate per launch: H100 SXM") != std::string::npos);
   // the CUDA build left ptxas's reports next to the lab: registers and occupancy of the real kernel
