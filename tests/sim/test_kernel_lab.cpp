@@ -65,6 +65,16 @@ TEST_CASE("kernel_lab_sim: a GEMM and a convolution are checked against the CPU 
   CHECK(conv.find("stride 2 pad 1 -> y [2,8,5,5]") != std::string::npos);
   CHECK(conv.find(": ok") != std::string::npos);
   CHECK(conv.find("cuda/kernels/conv.cu:") != std::string::npos);
+
+  // stride-2 data gradient by phases: no multiply by the zeros of the upsampled gradient
+  // (one GEMM over all taps declared 4.00x the FLOPs the op needs)
+  const std::string phases =
+      run_lab({"--op", "conv2d_backward_data", "--n", "4", "--c", "64", "--hw", "16", "--k", "16", "--stride", "2"},
+              &code);
+  INFO(phases);
+  CHECK(code == 0);
+  CHECK(phases.find("its kernels declare (1.00x") != std::string::npos);
+  CHECK(phases.find("4 launch(es)") != std::string::npos);
 }
 
 TEST_CASE("kernel_lab_sim: a result outside the tolerance fails, naming the op" * kLab) {
