@@ -9,6 +9,7 @@
 #   4. the Fashion-MNIST recipe of `make train` on the GPU (accuracy and time), cuDNN fp32 and native fp16;
 #   5. (not by default) each kernel's time under Nsight Compute (ncu), native and cuDNN, as CSV;
 #   6. (not by default) an A/B of train_resnet against .gpu/bin/train_resnet_base.xz, alternating.
+#   7. (not by default) kernel_lab: the lab's ops checked and timed, to compare with the emulator's estimates.
 # Each part has its own time limit; logs go to $OUT (default /tmp/gpu_check). PARTS="1 2" picks.
 set -u
 cd "$(dirname "$0")/.."
@@ -111,6 +112,17 @@ if wants 6 && [ -x build/train_resnet_base ]; then
     for b in train_resnet_base train_resnet; do
       echo "$b: $(timeout 60 build/$b --benchmark 1 --gpus 0 $ab 2>&1 | tee -a "$OUT/bench.log" | grep -E "Median speed|rror" | tail -1)"
     done
+  done
+fi
+if wants 7 && [ -x build/kernel_lab ]; then
+  # The lab's ops timed on the GPU, at the shapes docs/kernel_profiles.md profiled on the emulator:
+  # measured times to set against the profiler's estimates.
+  say "7. kernel_lab: each op checked against the CPU, then timed (median of 20)"
+  timeout 120 build/kernel_lab --op all --n 2 --c 64 --hw 56 --k 64 --m 1024 --ncols 1024 --kdim 1024 --reps 20 \
+    2>&1 | tee "$OUT/kernel_lab.log" | grep -E "^==|us \(median|FAILED"
+  for n in 2 16; do
+    timeout 60 build/kernel_lab --op conv2d_backward_data --n $n --c 64 --hw 56 --k 128 --stride 2 --reps 20 \
+      2>&1 | tee -a "$OUT/kernel_lab.log" | grep -E "^==|us \(median|FAILED"
   done
 fi
 say "done"
