@@ -307,6 +307,7 @@ int run(int argc, char** argv) {
                   (unsigned long long)k.launches, (unsigned long long)k.blocks, (unsigned long long)k.threads,
                   (unsigned long long)k.barriers, (unsigned long long)k.warp_ops);
       std::printf(" %s", cudasim::resources_line(k).c_str());
+      std::printf(" %s", cudasim::ptx_mix_line(k).c_str());
       const struct {
         const char* what;
         const cudasim::AccessCounts* c;

@@ -162,6 +162,19 @@ struct KernelResources {
 KernelResources kernel_resources(const std::string& demangled_name);
 // Every kernel of the *.ptxas.log files under `directory`, by demangled name.
 std::map<std::string, KernelResources> read_ptxas_reports(const std::string& directory);
+// The instruction mix of a kernel's PTX (static counts over its body; the
+// CUDA build keeps the PTX as build/ptx/<file>.ptx, found like the ptxas
+// reports): fma against mma (tensor cores), global and shared loads and
+// stores, barriers, shuffles, integer div/rem (the slow ones), branches.
+struct PtxMix {
+  bool found = false;
+  int total = 0, fma = 0, mma = 0, ld_global = 0, st_global = 0, ld_shared = 0, st_shared = 0;
+  int barriers = 0, shuffles = 0, int_div_rem = 0, branches = 0;
+  std::string source;  // the PTX file's name
+};
+PtxMix ptx_mix(const std::string& demangled_name);
+std::map<std::string, PtxMix> read_ptx_mix(const std::string& directory);
+
 // Theoretical occupancy on r.sm at a launch shape: resident blocks per SM,
 // the fraction of the SM's 64 warps, and what limits it ("registers",
 // "shared memory", "threads", "blocks").
@@ -184,8 +197,10 @@ std::vector<Estimate> estimate(const KernelProfile& kernel);
 // The report CUDASIM_PROFILE=1 prints at exit: per kernel, the counters and
 // a time estimate on a few GPUs (cuda/sim/profile_report.cpp).
 std::string profile_report();
-// The report's line about ptxas's resources and the occupancy of `kernel`.
+// The report's lines about ptxas's resources and the occupancy of `kernel`,
+// and about its PTX instruction mix.
 std::string resources_line(const KernelProfile& kernel);
+std::string ptx_mix_line(const KernelProfile& kernel);
 
 namespace detail {
 void count_flops(uint64_t n) noexcept;

@@ -1,7 +1,8 @@
 // cuda/sim/kernel_resources.cpp — the static half of the profiler: what
 // ptxas said about each kernel when nvcc built it (make keeps nvcc's
-// -Xptxas -v report as build/ptx/<file>.ptxas.log), and the theoretical
-// occupancy that follows on the architecture.
+// -Xptxas -v report as build/ptx/<file>.ptxas.log), the theoretical
+// occupancy that follows on the architecture, and the instruction mix of
+// each kernel's PTX (build/ptx/<file>.ptx, the newest architecture's).
 //
 // A report looks like
 //   ptxas info : Compiling entry function '_ZN5ember4cuda...' for 'sm_90'
@@ -111,7 +112,95 @@ void parse(const std::filesystem::path& file, std::map<std::string, KernelResour
   finish();
 }
 
+struct MixTable {
+  std::mutex mu;
+  bool loaded = false;
+  std::map<std::string, PtxMix> by_name;
+};
+MixTable& mix_table() {
+  static MixTable* t = new MixTable;
+  return *t;
+}
+
+void count_instruction(const std::string& line, PtxMix& m) {
+  size_t i = line.find_first_not_of(" \t");
+  if (i == std::string::npos) return;
+  const char c = line[i];
+  if (c == '.' || c == '$' || c == '/' || c == '{' || c == '}' || c == ')' || c == '(') return;
+  if (c == '@') {  // a predicate: the opcode follows it
+    i = line.find_first_of(" \t", i);
+    if (i == std::string::npos) return;
+    i = line.find_first_not_of(" \t", i);
+    if (i == std::string::npos) return;
+  }
+  const size_t end = line.find_first_of(" \t;", i);
+  const std::string op = line.substr(i, end == std::string::npos ? std::string::npos : end - i);
+  auto starts = [&](const char* p) { return op.rfind(p, 0) == 0; };
+  ++m.total;
+  if (starts("fma.")) ++m.fma;
+  else if (starts("mma.") || starts("wmma.") || starts("wgmma.")) ++m.mma;
+  else if (starts("ld.global") || starts("ldu.global")) ++m.ld_global;
+  else if (starts("st.global")) ++m.st_global;
+  else if (starts("ld.shared")) ++m.ld_shared;
+  else if (starts("st.shared")) ++m.st_shared;
+  else if (starts("bar.") || starts("barrier.")) ++m.barriers;
+  else if (starts("shfl.")) ++m.shuffles;
+  else if ((starts("div.") || starts("rem.")) && op.find(".f") == std::string::npos) ++m.int_div_rem;
+  else if (starts("bra")) ++m.branches;
+}
+
+void parse_ptx(const std::filesystem::path& file, std::map<std::string, PtxMix>& out) {
+  std::ifstream in(file);
+  static const std::regex entry(R"(^(?:\.visible\s+|\.weak\s+)?\.entry\s+([A-Za-z0-9_$]+)\()");
+  std::string line, name;
+  PtxMix mix;
+  bool body = false;
+  std::smatch m;
+  while (std::getline(in, line)) {
+    if (name.empty()) {
+      if (line.find(".entry") != std::string::npos && std::regex_search(line, m, entry)) {
+        name = demangle(m[1]);
+        mix = PtxMix{};
+        mix.found = true;
+        mix.source = file.filename().string();
+        body = false;
+      }
+      continue;
+    }
+    if (!body) {
+      body = line.rfind("{", 0) == 0;
+      continue;
+    }
+    if (line.rfind("}", 0) == 0) {  // the entry's closing brace, at the start of a line
+      out[name] = mix;
+      name.clear();
+      continue;
+    }
+    count_instruction(line, mix);
+  }
+}
+
 }  // namespace
+
+std::map<std::string, PtxMix> read_ptx_mix(const std::string& directory) {
+  std::map<std::string, PtxMix> out;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(directory, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
+    if (it->path().extension() == ".ptx") parse_ptx(it->path(), out);
+  return out;
+}
+
+PtxMix ptx_mix(const std::string& name) {
+  MixTable& t = mix_table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  if (!t.loaded) {
+    t.loaded = true;
+    t.by_name = read_ptx_mix(default_directory());
+  }
+  const auto it = t.by_name.find(name);
+  return it == t.by_name.end() ? PtxMix{} : it->second;
+}
 
 std::map<std::string, KernelResources> read_ptxas_reports(const std::string& directory) {
   std::map<std::string, KernelResources> out;

@@ -300,6 +300,15 @@ std::string resources_line(const KernelProfile& k) {
              k.threads_per_block, o.fraction * 100, o.blocks_per_sm, o.limit.c_str());
 }
 
+std::string ptx_mix_line(const KernelProfile& k) {
+  const PtxMix m = ptx_mix(k.name);
+  if (!m.found) return "    PTX: none for this kernel (build/ptx/*.ptx: the CUDA build keeps them)\n";
+  return detail::fmt("    PTX: %d instructions: %d fma, %d mma, %d ld.global, %d st.global, %d ld.shared, %d st.shared, "
+                     "%d bar, %d shfl, %d integer div/rem, %d branches\n",
+                     m.total, m.fma, m.mma, m.ld_global, m.st_global, m.ld_shared, m.st_shared, m.barriers, m.shuffles,
+                     m.int_div_rem, m.branches);
+}
+
 std::string profile_report() {
   using detail::fmt;
   const std::vector<KernelProfile> kernels = profile();
@@ -316,6 +325,7 @@ std::string profile_report() {
     if (k.warp_ops) r += fmt(" (%.1f lanes)", double(k.warp_op_lanes) / double(k.warp_ops));
     r += "\n";
     r += resources_line(k);
+    r += ptx_mix_line(k);
     r += detail::access_line("global loads", k.counts.global_load, true);
     r += detail::access_line("global stores", k.counts.global_store, true);
     r += detail::access_line("shared loads", k.counts.shared_load, false);
