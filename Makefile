@@ -134,7 +134,7 @@ endif
 
 # ----------------------------------------------------------------- sources
 CORE_SRC  := $(wildcard engine/*.cpp ops/*.cpp ops/cpu/*.cpp net/*.cpp net/dist/*.cpp data/*.cpp)
-CU_SRC    := $(wildcard cuda/*.cu cuda/kernels/*.cu)
+CU_SRC    := $(wildcard cuda/*.cu cuda/kernels/*.cu cuda/lab/*.cu)
 CUDNN_SRC := $(if $(filter 1,$(CUDNN)),$(wildcard cuda/cudnn/*.cu))
 NCCL_SRC  := $(if $(filter 1,$(NCCL)),$(wildcard cuda/nccl/*.cu))
 SIMRT_SRC := $(wildcard cuda/sim/*.cpp cuda/sim/*.S)
@@ -153,7 +153,7 @@ TEST_SIM_SRC  := tests/test_main.cpp tests/kernel_coverage.cpp tests/op_harness.
 obj     = $(patsubst %,$(BUILD)/obj/%.o,$(1))
 simobj  = $(patsubst %,$(BUILD)/obj-sim/%.o,$(1))
 profobj = $(patsubst %,$(BUILD)/obj-simprof/%.o,$(1))
-KERNEL_SRC := $(wildcard cuda/kernels/*.cu)
+KERNEL_SRC := $(wildcard cuda/kernels/*.cu cuda/lab/*.cu)
 CORE_LIB  := $(BUILD)/libember.a
 CUDA_LIB  := $(BUILD)/libember_cuda.a
 SIM_LIB   := $(BUILD)/libember_cudasim.a

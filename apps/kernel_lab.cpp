@@ -15,10 +15,12 @@
 //
 //   build/kernel_lab_sim --op conv2d_forward --n 8 --c 16 --hw 28 --k 16
 //   build/kernel_lab_sim --op all --lines 4
+//   build/kernel_lab_sim --op gemm-ladder --m 128 --ncols 128 --kdim 64 --lines 2
 //   build/kernel_lab --op gemm --m 4096 --ncols 4096 --kdim 4096 --reps 20
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -34,6 +36,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/cuda_kernels.h"
+#include "cuda/lab/gemm_versions.h"
 #if defined(EMBER_CUDASIM)
 #include "cuda/sim/cudasim.h"
 #endif
@@ -110,13 +113,32 @@ LabOp make_op(const std::string& name, const Shape& s, std::vector<std::unique_p
   op.name = name;
   op.expected = expected;
   const DType f32 = DType::f32;
-  if (name == "gemm") {
+  if (name == "gemm" || name.rfind("gemm/", 0) == 0) {
     const int64_t M = s.m, N = s.n_gemm, K = s.kdim;
     Buffer *a = buffer(size_t(M * K), true), *b = buffer(size_t(K * N), true), *c = buffer(size_t(M * N), false);
     op.shape = cat("C [", M, ",", N, "] = A [", M, ",", K, "] B [", K, ",", N, "]");
     op.flops = 2.0 * double(M) * double(N) * double(K);
     op.bytes = 4.0 * double(M * K + K * N + M * N);
-    op.run_cuda = [=] { cuda::gemm(f32, false, false, M, N, K, 1.0, a->dev, K, b->dev, N, 0.0, c->dev, N, nullptr); };
+    if (name == "gemm") {
+      op.run_cuda = [=] { cuda::gemm(f32, false, false, M, N, K, 1.0, a->dev, K, b->dev, N, 0.0, c->dev, N, nullptr); };
+    } else {  // "gemm/<version>/<bx>x<by>": a rung of the lab's ladder (cuda/lab/gemm_versions.cu)
+      const std::string rest = name.substr(5);
+      const size_t slash = rest.find('/'), x = rest.find('x', slash == std::string::npos ? 0 : slash);
+      EMBER_CHECK(slash != std::string::npos && x != std::string::npos, "--op ", name,
+                  ": expected gemm/<version>/<block x>x<block y>");
+      const std::string version = rest.substr(0, slash);
+      const int bx = std::atoi(rest.substr(slash + 1, x - slash - 1).c_str()), by = std::atoi(rest.substr(x + 1).c_str());
+      cuda::lab::GemmVersion v{};
+      if (version == "naive_rows")
+        v = cuda::lab::GemmVersion::naive_rows;
+      else if (version == "naive_cols")
+        v = cuda::lab::GemmVersion::naive_cols;
+      else if (version == "shared_tiles")
+        v = cuda::lab::GemmVersion::shared_tiles;
+      else
+        fail(cat("--op ", name, ": unknown GEMM version ", version, " (naive_rows, naive_cols, shared_tiles)"));
+      op.run_cuda = [=] { cuda::lab::gemm_version(v, bx, by, M, N, K, a->dev, b->dev, c->dev, nullptr); };
+    }
     op.run_cpu = [=] {
       expected->assign(size_t(M * N), 0.0f);
       cpu.gemm(f32, false, false, M, N, K, 1.0, a->host.data(), K, b->host.data(), N, 0.0, expected->data(), N,
@@ -246,7 +268,9 @@ int run(int argc, char** argv) {
   apps::Flags f("kernel_lab", "ember's CUDA kernels one op at a time: checked against the CPU kernel, then timed "
                               "(a GPU) or profiled (the emulator build, kernel_lab_sim).");
   f.add("op", &op_flag, "gemm, conv2d_forward, conv2d_backward_data, conv2d_backward_filter, "
-                        "batch_norm_forward_train, batch_norm_backward_train, add_relu, or all");
+                        "batch_norm_forward_train, batch_norm_backward_train, add_relu, or all; "
+                        "gemm/<version>/<bx>x<by> for a rung of the GEMM ladder (naive_cols, naive_rows, "
+                        "shared_tiles: cuda/lab/gemm_versions.cu), gemm-ladder for every rung at three block sizes");
   f.group("gemm shape");
   f.add("m", &s.m, "rows of A and C");
   f.add("ncols", &s.n_gemm, "columns of B and C");
@@ -266,10 +290,17 @@ int run(int argc, char** argv) {
   if (!f.parse(argc, argv)) return 0;
   EMBER_CHECK(reps > 0, "--reps must be positive, got ", reps);
   std::vector<std::string> names;
-  if (op_flag == "all")
+  if (op_flag == "all") {
     names.assign(std::begin(kOps), std::end(kOps));
-  else
+  } else if (op_flag == "gemm-ladder") {
+    // every rung at several block sizes, then ember's GEMM
+    for (const char* b : {"32x8", "16x16", "8x32"}) names.push_back(cat("gemm/naive_cols/", b));
+    for (const char* b : {"32x8", "16x16", "8x32"}) names.push_back(cat("gemm/naive_rows/", b));
+    for (const char* b : {"8x8", "16x16", "32x32"}) names.push_back(cat("gemm/shared_tiles/", b));
+    names.push_back("gemm");
+  } else {
     names.push_back(op_flag);
+  }
   std::mt19937 rng(1);
   int failed = 0;
   for (const std::string& name : names) {

@@ -88,3 +88,30 @@ TEST_CASE("kernel_lab_sim: a result outside the tolerance fails, naming the op" 
   CHECK(code == 2);
   CHECK(bad.find("kernel_lab: error: --op softmax: unknown") != std::string::npos);
 }
+
+TEST_CASE("kernel_lab_sim: the GEMM ladder: every rung at three block sizes matches the CPU; coalescing shows" * kLab) {
+  int code = -1;
+  const std::string out = run_lab({"--op", "gemm-ladder", "--m", "64", "--ncols", "96", "--kdim", "40", "--lines", "0"},
+                                  &code);
+  INFO(out);
+  CHECK(code == 0);
+  size_t oks = 0;
+  for (size_t p = out.find(": ok"); p != std::string::npos; p = out.find(": ok", p + 1)) ++oks;
+  CHECK(oks == 10);  // 3 + 3 + 3 rungs and ember's GEMM
+  // The section of one rung: from its "== name" header to the next.
+  auto section = [&](const std::string& name) {
+    const size_t at = out.find("== " + name + " ");
+    REQUIRE(at != std::string::npos);
+    return out.substr(at, out.find("\n== ", at + 1) - at);
+  };
+  // lanes down a column of C: each lane reads its own row of A (32 sectors), B is a broadcast (1)
+  CHECK(section("gemm/naive_cols/32x8").find("global loads") != std::string::npos);
+  CHECK(section("gemm/naive_cols/32x8").find("16.50 sectors/request") != std::string::npos);
+  // lanes along a row of C: A is a broadcast (1), B 32 consecutive floats (4)
+  CHECK(section("gemm/naive_rows/32x8").find(" 2.50 sectors/request") != std::string::npos);
+  // shared tiles: whole rows of 16 floats per half-warp, staged once per tile
+  CHECK(section("gemm/shared_tiles/16x16").find("shared loads") != std::string::npos);
+  const std::string bad = run_lab({"--op", "gemm/shared_tiles/16x8"}, &code);
+  CHECK(code == 2);
+  CHECK(bad.find("the block must be square") != std::string::npos);
+}
