@@ -340,7 +340,7 @@ std::vector<RecordedKernel> recorded_kernels() {
 // The hooks' common part: the running emulated thread's access, while a
 // profiled launch runs blocks.
 __attribute__((always_inline)) inline void record(void* addr, uint32_t size, bool write, void* pc) {
-  if (!profile_recording) return;
+  if (!profile_recording || size == 0) return;
   prof().buffers[profile_thread].push_back(Access{uintptr_t(pc), uintptr_t(addr), size, write});
 }
 
