@@ -22,12 +22,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
-#include <regex>
 #include <string>
 
 #include "cuda/sim/cudasim.h"
@@ -74,16 +75,21 @@ Table& table() {
   return *t;
 }
 
+// The integer just before position `at` of `line` (0 if none).
+int number_before(const std::string& line, size_t at) {
+  size_t b = at;
+  while (b > 0 && line[b - 1] == ' ') --b;
+  size_t a = b;
+  while (a > 0 && std::isdigit(static_cast<unsigned char>(line[a - 1]))) --a;
+  return a < b ? std::atoi(line.substr(a, b - a).c_str()) : 0;
+}
+
+// Plain string matching (no <regex>: g++ 12 warns inside it under the sanitizers).
 void parse(const std::filesystem::path& file, std::map<std::string, KernelResources>& out) {
   std::ifstream in(file);
-  static const std::regex entry(R"(Compiling entry function '([^']+)' for 'sm_(\d+)a?')");
-  static const std::regex frame(R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
-  static const std::regex used(R"(Used (\d+) registers)");
-  static const std::regex smem(R"((\d+) bytes smem)");
+  static const std::string kEntry = "Compiling entry function '", kFor = "' for 'sm_";
   std::string line, name;
-  int sm = 0;
   KernelResources r;
-  std::smatch m;
   auto finish = [&] {
     if (name.empty()) return;
     auto it = out.find(name);
@@ -91,21 +97,27 @@ void parse(const std::filesystem::path& file, std::map<std::string, KernelResour
     name.clear();
   };
   while (std::getline(in, line)) {
-    if (std::regex_search(line, m, entry)) {
+    if (const size_t e = line.find(kEntry); e != std::string::npos) {
+      const size_t f = line.find(kFor, e + kEntry.size());
+      if (f == std::string::npos) continue;
       finish();
-      name = demangle(m[1]);
-      sm = std::atoi(m[2].str().c_str());
+      name = demangle(line.substr(e + kEntry.size(), f - e - kEntry.size()));
       r = KernelResources{};
       r.found = true;
-      r.sm = sm;
+      r.sm = std::atoi(line.c_str() + f + kFor.size());
       r.source = file.filename().string();
-    } else if (!name.empty() && std::regex_search(line, m, frame)) {
-      r.stack_bytes = std::atoi(m[1].str().c_str());
-      r.spill_store_bytes = std::atoi(m[2].str().c_str());
-      r.spill_load_bytes = std::atoi(m[3].str().c_str());
-    } else if (!name.empty() && std::regex_search(line, m, used)) {
-      r.registers = std::atoi(m[1].str().c_str());
-      if (std::regex_search(line, m, smem)) r.static_shared_bytes = std::atoi(m[1].str().c_str());
+    } else if (name.empty()) {
+      continue;
+    } else if (const size_t frame = line.find(" bytes stack frame"); frame != std::string::npos) {
+      r.stack_bytes = number_before(line, frame);
+      if (const size_t st = line.find(" bytes spill stores"); st != std::string::npos)
+        r.spill_store_bytes = number_before(line, st);
+      if (const size_t ld = line.find(" bytes spill loads"); ld != std::string::npos)
+        r.spill_load_bytes = number_before(line, ld);
+    } else if (const size_t used = line.find(" registers"); used != std::string::npos && line.find("Used ") != std::string::npos) {
+      r.registers = number_before(line, used);
+      if (const size_t smem = line.find(" bytes smem"); smem != std::string::npos)
+        r.static_shared_bytes = number_before(line, smem);
       finish();
     }
   }
@@ -149,17 +161,27 @@ void count_instruction(const std::string& line, PtxMix& m) {
   else if (starts("bra")) ++m.branches;
 }
 
+// ".visible .entry NAME(" (or ".weak .entry", ".entry") -> NAME; "" for other lines.
+std::string entry_name(const std::string& line) {
+  size_t i = 0;
+  for (const char* prefix : {".visible ", ".weak "})
+    if (line.compare(i, std::strlen(prefix), prefix) == 0) i += std::strlen(prefix);
+  if (line.compare(i, 7, ".entry ") != 0) return {};
+  i += 7;
+  const size_t paren = line.find('(', i);
+  if (paren == std::string::npos || paren == i) return {};
+  return line.substr(i, paren - i);
+}
+
 void parse_ptx(const std::filesystem::path& file, std::map<std::string, PtxMix>& out) {
   std::ifstream in(file);
-  static const std::regex entry(R"(^(?:\.visible\s+|\.weak\s+)?\.entry\s+([A-Za-z0-9_$]+)\()");
   std::string line, name;
   PtxMix mix;
   bool body = false;
-  std::smatch m;
   while (std::getline(in, line)) {
     if (name.empty()) {
-      if (line.find(".entry") != std::string::npos && std::regex_search(line, m, entry)) {
-        name = demangle(m[1]);
+      if (const std::string mangled = entry_name(line); !mangled.empty()) {
+        name = demangle(mangled);
         mix = PtxMix{};
         mix.found = true;
         mix.source = file.filename().string();
