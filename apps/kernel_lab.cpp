@@ -332,51 +332,8 @@ int run(int argc, char** argv) {
                   declared, declared / op.flops);
     if (!cudasim::profiler_instrumented())
       std::printf("   (the kernels are not instrumented: link build/libember_cudasim_profile.a to count memory)\n");
-    for (const cudasim::KernelProfile& k : cudasim::profile()) {
-      std::printf("   kernel %s\n", k.name.c_str());
-      std::printf("     %llu launch(es), %llu blocks, %llu threads, %llu barriers, %llu warp operations\n",
-                  (unsigned long long)k.launches, (unsigned long long)k.blocks, (unsigned long long)k.threads,
-                  (unsigned long long)k.barriers, (unsigned long long)k.warp_ops);
-      std::printf(" %s", cudasim::resources_line(k).c_str());
-      std::printf(" %s", cudasim::ptx_mix_line(k).c_str());
-      const struct {
-        const char* what;
-        const cudasim::AccessCounts* c;
-        const char* unit;
-      } rows[] = {{"global loads", &k.counts.global_load, "sectors"},
-                  {"global stores", &k.counts.global_store, "sectors"},
-                  {"shared loads", &k.counts.shared_load, "wavefronts"},
-                  {"shared stores", &k.counts.shared_store, "wavefronts"}};
-      for (const auto& row : rows)
-        if (row.c->requests)
-          std::printf("     %-13s %10llu requests  %5.2f %s/request (ideal %.2f)  %4.1f lanes\n", row.what,
-                      (unsigned long long)row.c->requests, double(row.c->units) / double(row.c->requests), row.unit,
-                      double(row.c->ideal_units) / double(row.c->requests),
-                      double(row.c->lanes) / double(row.c->requests));
-      std::printf("     DRAM %.3g MB (distinct sectors), FLOPs %.3g (declared)\n", double(k.dram_sectors) * 32 / 1e6,
-                  double(k.flops));
-      std::printf("     estimate per launch:");
-      for (const cudasim::Estimate& e : cudasim::estimate(k))
-        std::printf(" %s %.3g us (%s);", e.gpu.c_str(), e.seconds * 1e6, e.bound.c_str());
-      std::printf("\n");
-      int shown = 0;
-      for (const cudasim::LineProfile& l : k.lines) {
-        if (shown++ == lines) break;
-        const cudasim::MemoryCounts& m = l.counts;
-        const struct {
-          const char* what;
-          const cudasim::AccessCounts* c;
-        } parts[] = {{"global load", &m.global_load},
-                     {"global store", &m.global_store},
-                     {"shared load", &m.shared_load},
-                     {"shared store", &m.shared_store}};
-        for (const auto& p : parts)
-          if (p.c->requests)
-            std::printf("       %-12s %5.2f/request (ideal %.2f) x %-9llu %s\n", p.what,
-                        double(p.c->units) / double(p.c->requests), double(p.c->ideal_units) / double(p.c->requests),
-                        (unsigned long long)p.c->requests, l.where.c_str());
-      }
-    }
+    for (const cudasim::KernelProfile& k : cudasim::profile())
+      std::printf("   kernel %s\n%s", k.name.c_str(), cudasim::kernel_report(k, lines).c_str());
 #else
     cudaEvent_t start, stop;
     cuda_ok(cudaEventCreate(&start), "cudaEventCreate");

@@ -200,6 +200,9 @@ std::string profile_report();
 // The report's lines about ptxas's resources and the occupancy of `kernel`,
 // and about its PTX instruction mix.
 std::string resources_line(const KernelProfile& kernel);
+// One kernel's part of the report (everything but its name), with at most
+// `max_lines` source lines; kernel_lab_sim prints it per op.
+std::string kernel_report(const KernelProfile& kernel, int max_lines);
 std::string ptx_mix_line(const KernelProfile& kernel);
 
 namespace detail {

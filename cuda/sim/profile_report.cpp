@@ -309,6 +309,52 @@ std::string ptx_mix_line(const KernelProfile& k) {
                      m.int_div_rem, m.branches);
 }
 
+std::string kernel_report(const KernelProfile& k, int max_lines) {
+  using detail::fmt;
+  std::string r;
+  r += fmt("    %s launch(es), %s blocks, %s threads, %s barriers, %s warp operations", detail::number(double(k.launches)).c_str(),
+           detail::number(double(k.blocks)).c_str(), detail::number(double(k.threads)).c_str(), detail::number(double(k.barriers)).c_str(),
+           detail::number(double(k.warp_ops)).c_str());
+  if (k.warp_ops) r += fmt(" (%.1f lanes)", double(k.warp_op_lanes) / double(k.warp_ops));
+  r += "\n";
+  r += resources_line(k);
+  r += ptx_mix_line(k);
+  r += detail::access_line("global loads", k.counts.global_load, true);
+  r += detail::access_line("global stores", k.counts.global_store, true);
+  r += detail::access_line("shared loads", k.counts.shared_load, false);
+  r += detail::access_line("shared stores", k.counts.shared_store, false);
+  r += fmt("    DRAM (distinct sectors) %sB, FLOPs %s%s\n", detail::number(double(k.dram_sectors) * 32).c_str(),
+           detail::number(double(k.flops)).c_str(), k.flops ? "" : " (none declared)");
+  const bool counted = k.dram_sectors || k.flops || detail::units_of(k.counts);
+  r += counted ? "    estimate per launch:" : "    estimate: nothing counted (not instrumented?)";
+  bool first = true;
+  for (const Estimate& e : counted ? estimate(k) : std::vector<Estimate>{}) {
+    r += fmt("%s %s %s (%s)", first ? "" : ",", e.gpu.c_str(), detail::seconds(e.seconds).c_str(), e.bound.c_str());
+    first = false;
+  }
+  r += "\n";
+  int shown = 0;
+  for (const LineProfile& l : k.lines) {
+    if (shown++ == max_lines) break;
+    const MemoryCounts& m = l.counts;
+    const struct {
+      const char* what;
+      const AccessCounts* c;
+      const char* unit;
+    } rows[] = {{"global load", &m.global_load, "sectors"},
+                {"global store", &m.global_store, "sectors"},
+                {"shared load", &m.shared_load, "wavefronts"},
+                {"shared store", &m.shared_store, "wavefronts"}};
+    for (const auto& row : rows)
+      if (row.c->requests)
+        r += fmt("      %-13s %8s requests %5.2f %s/request (ideal %.2f)  %s\n", row.what,
+                 detail::number(double(row.c->requests)).c_str(),
+                 double(row.c->units) / double(row.c->requests), row.unit,
+                 double(row.c->ideal_units) / double(row.c->requests), l.where.c_str());
+  }
+  return r;
+}
+
 std::string profile_report() {
   using detail::fmt;
   const std::vector<KernelProfile> kernels = profile();
@@ -319,46 +365,7 @@ std::string profile_report() {
   int i = 0;
   for (const KernelProfile& k : kernels) {
     r += fmt("[%d] %s\n", ++i, k.name.empty() ? "(unnamed kernel)" : k.name.c_str());
-    r += fmt("    %s launches, %s blocks, %s threads, %s barriers, %s warp operations", detail::number(double(k.launches)).c_str(),
-             detail::number(double(k.blocks)).c_str(), detail::number(double(k.threads)).c_str(), detail::number(double(k.barriers)).c_str(),
-             detail::number(double(k.warp_ops)).c_str());
-    if (k.warp_ops) r += fmt(" (%.1f lanes)", double(k.warp_op_lanes) / double(k.warp_ops));
-    r += "\n";
-    r += resources_line(k);
-    r += ptx_mix_line(k);
-    r += detail::access_line("global loads", k.counts.global_load, true);
-    r += detail::access_line("global stores", k.counts.global_store, true);
-    r += detail::access_line("shared loads", k.counts.shared_load, false);
-    r += detail::access_line("shared stores", k.counts.shared_store, false);
-    r += fmt("    DRAM (distinct sectors) %sB, FLOPs %s%s\n", detail::number(double(k.dram_sectors) * 32).c_str(),
-             detail::number(double(k.flops)).c_str(), k.flops ? "" : " (none declared)");
-    const bool counted = k.dram_sectors || k.flops || detail::units_of(k.counts);
-    r += counted ? "    estimate per launch:" : "    estimate: nothing counted (not instrumented?)";
-    bool first = true;
-    for (const Estimate& e : counted ? estimate(k) : std::vector<Estimate>{}) {
-      r += fmt("%s %s %s (%s)", first ? "" : ",", e.gpu.c_str(), detail::seconds(e.seconds).c_str(), e.bound.c_str());
-      first = false;
-    }
-    r += "\n";
-    int shown = 0;
-    for (const LineProfile& l : k.lines) {
-      if (shown++ == 8) break;
-      const MemoryCounts& m = l.counts;
-      const struct {
-        const char* what;
-        const AccessCounts* c;
-        const char* unit;
-      } rows[] = {{"global load", &m.global_load, "sectors"},
-                  {"global store", &m.global_store, "sectors"},
-                  {"shared load", &m.shared_load, "wavefronts"},
-                  {"shared store", &m.shared_store, "wavefronts"}};
-      for (const auto& row : rows)
-        if (row.c->requests)
-          r += fmt("      %-13s %8s requests %5.2f %s/request (ideal %.2f)  %s\n", row.what,
-                   detail::number(double(row.c->requests)).c_str(),
-                   double(row.c->units) / double(row.c->requests), row.unit,
-                   double(row.c->ideal_units) / double(row.c->requests), l.where.c_str());
-    }
+    r += kernel_report(k, 8);
   }
   r += "(estimates: the busiest of DRAM, L1, shared memory and FP32 at full use of the SMs the grid fills; "
        "latency, occupancy and tensor cores not modelled: cuda/sim/profile_report.cpp)\n";
