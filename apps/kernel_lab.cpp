@@ -17,6 +17,7 @@
 //   build/kernel_lab_sim --op all --lines 4
 //   build/kernel_lab_sim --op gemm-ladder --m 128 --ncols 128 --kdim 64 --lines 2
 //   build/kernel_lab --op gemm --m 4096 --ncols 4096 --kdim 4096 --reps 20
+//   build/kernel_lab --op all --dtype f16 --tensor-cores 0     (f16 on the FP32 pipes)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -29,7 +30,9 @@
 #include <vector>
 
 #include "apps/common/flags.h"
+#include "engine/bfloat16.h"
 #include "engine/error.h"
+#include "engine/half.h"
 #include "ops/kernels.h"
 
 #if defined(EMBER_CUDA) || defined(EMBER_CUDASIM)
@@ -51,25 +54,45 @@ void cuda_ok(cudaError_t e, const char* what) {
   EMBER_CHECK(e == cudaSuccess, what, ": ", cudaGetErrorString(e));
 }
 
-// A float buffer on the host and its copy on the device.
+// A buffer of floats on the host and its copy on the device in `dt` (f32,
+// f16 or bf16). A 16-bit upload first rounds the host values to dt, so the
+// CPU reference computes on the very numbers the GPU sees.
 struct Buffer {
   std::vector<float> host;
-  float* dev = nullptr;
-  explicit Buffer(size_t n, std::mt19937* rng = nullptr, float lo = -1, float hi = 1) : host(n, 0.0f) {
+  void* dev = nullptr;
+  DType dt;
+  explicit Buffer(size_t n, std::mt19937* rng = nullptr, DType type = DType::f32) : host(n, 0.0f), dt(type) {
     if (rng) {
-      std::uniform_real_distribution<float> u(lo, hi);
+      std::uniform_real_distribution<float> u(-1.0f, 1.0f);
       for (float& v : host) v = u(*rng);
     }
-    cuda_ok(cudaMalloc(reinterpret_cast<void**>(&dev), std::max<size_t>(1, n) * sizeof(float)), "cudaMalloc");
+    cuda_ok(cudaMalloc(&dev, std::max<size_t>(1, n) * dtype_size(dt)), "cudaMalloc");
     upload();
   }
   ~Buffer() { cudaFree(dev); }
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
-  void upload() { cuda_ok(cudaMemcpy(dev, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice), "upload"); }
+  void upload() {
+    if (dt == DType::f32) {
+      cuda_ok(cudaMemcpy(dev, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice), "upload");
+      return;
+    }
+    std::vector<uint16_t> bits(host.size());
+    for (size_t i = 0; i < host.size(); ++i) {
+      bits[i] = dt == DType::f16 ? float_to_half(host[i]) : float_to_bf16(host[i]);
+      host[i] = dt == DType::f16 ? half_to_float(bits[i]) : bf16_to_float(bits[i]);
+    }
+    cuda_ok(cudaMemcpy(dev, bits.data(), bits.size() * 2, cudaMemcpyHostToDevice), "upload");
+  }
   std::vector<float> download() const {
     std::vector<float> out(host.size());
-    cuda_ok(cudaMemcpy(out.data(), dev, out.size() * sizeof(float), cudaMemcpyDeviceToHost), "download");
+    if (dt == DType::f32) {
+      cuda_ok(cudaMemcpy(out.data(), dev, out.size() * sizeof(float), cudaMemcpyDeviceToHost), "download");
+      return out;
+    }
+    std::vector<uint16_t> bits(host.size());
+    cuda_ok(cudaMemcpy(bits.data(), dev, bits.size() * 2, cudaMemcpyDeviceToHost), "download");
+    for (size_t i = 0; i < out.size(); ++i) out[i] = dt == DType::f16 ? half_to_float(bits[i]) : bf16_to_float(bits[i]);
     return out;
   }
 };
@@ -77,6 +100,7 @@ struct Buffer {
 struct Shape {
   int64_t m = 256, n_gemm = 256, kdim = 256;           // gemm
   int64_t n = 8, c = 16, hw = 28, k = 16, r = 3, stride = 1, pad = 1;  // convolution, batch norm, elementwise
+  DType dt = DType::f32;  // gemm and the convolutions: f32, f16 or bf16
 };
 
 // One op of the lab: what it computes, how to run it on each backend, and
@@ -104,7 +128,7 @@ LabOp make_op(const std::string& name, const Shape& s, std::vector<std::unique_p
               std::vector<std::vector<float>>& refs, std::mt19937& rng) {
   const Kernels& cpu = cpu_kernels();
   auto buffer = [&](size_t n, bool random) {
-    keep.push_back(std::make_unique<Buffer>(n, random ? &rng : nullptr));
+    keep.push_back(std::make_unique<Buffer>(n, random ? &rng : nullptr, s.dt));
     return keep.back().get();
   };
   refs.emplace_back();
@@ -112,15 +136,20 @@ LabOp make_op(const std::string& name, const Shape& s, std::vector<std::unique_p
   LabOp op;
   op.name = name;
   op.expected = expected;
-  const DType f32 = DType::f32;
-  if (name == "gemm" || name.rfind("gemm/", 0) == 0) {
+  const DType f32 = DType::f32, dt = s.dt;
+  const double elem = double(dtype_size(dt));
+  const bool ladder = name.rfind("gemm/", 0) == 0;
+  const bool typed = name == "gemm" || name.rfind("conv2d_", 0) == 0;
+  EMBER_CHECK(dt == f32 || (typed && !ladder), "--op ", name, " runs in f32 only (--dtype ", dtype_name(dt),
+              " is for gemm and the convolutions)");
+  if (name == "gemm" || ladder) {
     const int64_t M = s.m, N = s.n_gemm, K = s.kdim;
     Buffer *a = buffer(size_t(M * K), true), *b = buffer(size_t(K * N), true), *c = buffer(size_t(M * N), false);
     op.shape = cat("C [", M, ",", N, "] = A [", M, ",", K, "] B [", K, ",", N, "]");
     op.flops = 2.0 * double(M) * double(N) * double(K);
-    op.bytes = 4.0 * double(M * K + K * N + M * N);
+    op.bytes = elem * double(M * K + K * N + M * N);
     if (name == "gemm") {
-      op.run_cuda = [=] { cuda::gemm(f32, false, false, M, N, K, 1.0, a->dev, K, b->dev, N, 0.0, c->dev, N, nullptr); };
+      op.run_cuda = [=] { cuda::gemm(dt, false, false, M, N, K, 1.0, a->dev, K, b->dev, N, 0.0, c->dev, N, nullptr); };
     } else {  // "gemm/<version>/<bx>x<by>": a rung of the lab's ladder (cuda/lab/gemm_versions.cu)
       const std::string rest = name.substr(5);
       const size_t slash = rest.find('/'), x = rest.find('x', slash == std::string::npos ? 0 : slash);
@@ -137,7 +166,10 @@ LabOp make_op(const std::string& name, const Shape& s, std::vector<std::unique_p
         v = cuda::lab::GemmVersion::shared_tiles;
       else
         fail(cat("--op ", name, ": unknown GEMM version ", version, " (naive_rows, naive_cols, shared_tiles)"));
-      op.run_cuda = [=] { cuda::lab::gemm_version(v, bx, by, M, N, K, a->dev, b->dev, c->dev, nullptr); };
+      op.run_cuda = [=] {
+        cuda::lab::gemm_version(v, bx, by, M, N, K, static_cast<const float*>(a->dev), static_cast<const float*>(b->dev),
+                                static_cast<float*>(c->dev), nullptr);
+      };
     }
     op.run_cpu = [=] {
       expected->assign(size_t(M * N), 0.0f);
@@ -154,23 +186,23 @@ LabOp make_op(const std::string& name, const Shape& s, std::vector<std::unique_p
     Buffer *x = buffer(xs, true), *w = buffer(ws, true), *y = buffer(ys, true);
     op.shape = conv_text(g);
     op.flops = conv_flops;
-    op.bytes = 4.0 * double(xs + ws + ys);
+    op.bytes = elem * double(xs + ws + ys);
     if (name == "conv2d_forward") {
-      op.run_cuda = [=] { cuda::conv2d_forward(f32, g, x->dev, w->dev, y->dev, nullptr); };
+      op.run_cuda = [=] { cuda::conv2d_forward(dt, g, x->dev, w->dev, y->dev, nullptr); };
       op.run_cpu = [=] {
         expected->assign(ys, 0.0f);
         cpu.conv2d_forward(f32, g, x->host.data(), w->host.data(), expected->data(), nullptr);
       };
       op.result = [=] { return y->download(); };
     } else if (name == "conv2d_backward_data") {
-      op.run_cuda = [=] { cuda::conv2d_backward_data(f32, g, y->dev, w->dev, x->dev, nullptr); };
+      op.run_cuda = [=] { cuda::conv2d_backward_data(dt, g, y->dev, w->dev, x->dev, nullptr); };
       op.run_cpu = [=] {
         expected->assign(xs, 0.0f);
         cpu.conv2d_backward_data(f32, g, y->host.data(), w->host.data(), expected->data(), nullptr);
       };
       op.result = [=] { return x->download(); };
     } else {
-      op.run_cuda = [=] { cuda::conv2d_backward_filter(f32, g, x->dev, y->dev, w->dev, nullptr); };
+      op.run_cuda = [=] { cuda::conv2d_backward_filter(dt, g, x->dev, y->dev, w->dev, nullptr); };
       op.run_cpu = [=] {
         expected->assign(ws, 0.0f);
         cpu.conv2d_backward_filter(f32, g, x->host.data(), y->host.data(), expected->data(), nullptr);
@@ -264,7 +296,9 @@ int run(int argc, char** argv) {
   std::string op_flag = "all";
   Shape s;
   int reps = 10, lines = 6;
-  double tolerance = 1e-4;
+  double tolerance = 0;
+  std::string dtype_flag = "f32";
+  bool tensor_cores = true;
   apps::Flags f("kernel_lab", "ember's CUDA kernels one op at a time: checked against the CPU kernel, then timed "
                               "(a GPU) or profiled (the emulator build, kernel_lab_sim).");
   f.add("op", &op_flag, "gemm, conv2d_forward, conv2d_backward_data, conv2d_backward_filter, "
@@ -283,15 +317,30 @@ int run(int argc, char** argv) {
   f.add("r", &s.r, "filter height and width");
   f.add("stride", &s.stride, "convolution stride");
   f.add("pad", &s.pad, "convolution padding");
+  f.add("dtype", &dtype_flag, "f32, f16 or bf16 storage for gemm and the convolutions (16-bit: f32 accumulation)");
   f.group("what to do");
-  f.add("tolerance", &tolerance, "largest |CUDA - CPU| over the largest |CPU| value that passes");
+  f.add("tensor-cores", &tensor_cores, "f16/bf16 gemm and convolutions on the tensor cores (0: on the FP32 pipes)");
+  f.add("tolerance", &tolerance, "largest |CUDA - CPU| over the largest |CPU| value that passes "
+                                 "(0: by dtype, 1e-4 f32, 2e-3 f16, 1.6e-2 bf16: one rounding of the result)");
   f.add("reps", &reps, "timed launches per op on a GPU (the median is printed)");
   f.add("lines", &lines, "emulator: source lines shown per kernel (the most memory traffic first)");
   if (!f.parse(argc, argv)) return 0;
   EMBER_CHECK(reps > 0, "--reps must be positive, got ", reps);
+  if (dtype_flag == "f32")
+    s.dt = DType::f32;
+  else if (dtype_flag == "f16")
+    s.dt = DType::f16;
+  else if (dtype_flag == "bf16")
+    s.dt = DType::bf16;
+  else
+    fail(cat("--dtype ", dtype_flag, ": expected f32, f16 or bf16"));
+  if (tolerance == 0) tolerance = s.dt == DType::f32 ? 1e-4 : s.dt == DType::f16 ? 2e-3 : 1.6e-2;
+  cuda::set_native_tensor_cores(tensor_cores);
   std::vector<std::string> names;
   if (op_flag == "all") {
     names.assign(std::begin(kOps), std::end(kOps));
+    if (s.dt != DType::f32)  // the ops with 16-bit versions
+      names.assign({"gemm", "conv2d_forward", "conv2d_backward_data", "conv2d_backward_filter"});
   } else if (op_flag == "gemm-ladder") {
     // every rung at several block sizes, then ember's GEMM
     for (const char* b : {"32x8", "16x16", "8x32"}) names.push_back(cat("gemm/naive_cols/", b));
@@ -308,7 +357,9 @@ int run(int argc, char** argv) {
     std::vector<std::vector<float>> refs;
     refs.reserve(1);
     LabOp op = make_op(name, s, keep, refs, rng);
-    std::printf("== %s  %s\n", op.name.c_str(), op.shape.c_str());
+    const std::string precision =
+        s.dt == DType::f32 ? "" : cat("  ", dtype_name(s.dt), tensor_cores ? " on the tensor cores" : " on the FP32 pipes");
+    std::printf("== %s  %s%s\n", op.name.c_str(), op.shape.c_str(), precision.c_str());
 #if defined(EMBER_CUDASIM)
     cudasim::set_profiling(true);
     cudasim::reset_profile();
@@ -326,7 +377,7 @@ int run(int argc, char** argv) {
                 ok ? "ok" : "FAILED");
 #if defined(EMBER_CUDASIM)
     double declared = 0;
-    for (const cudasim::KernelProfile& k : cudasim::profile()) declared += double(k.flops);
+    for (const cudasim::KernelProfile& k : cudasim::profile()) declared += double(k.flops + k.tensor_flops);
     if (declared > 0 && op.flops > 0)
       std::printf("   FLOPs: %.3g the op needs, %.3g its kernels declare (%.2fx: padding, zeros multiplied)\n", op.flops,
                   declared, declared / op.flops);

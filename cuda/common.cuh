@@ -40,6 +40,15 @@
 #define EMBER_PROFILE_FLOPS(n) ((void)0)
 #endif
 
+// EMBER_UNROLL before a loop with a compile-time trip count: nvcc unrolls
+// it (so register arrays indexed by its counter stay in registers); g++
+// (the emulator) ignores it.
+#if defined(EMBER_CUDASIM)
+#define EMBER_UNROLL
+#else
+#define EMBER_UNROLL _Pragma("unroll")
+#endif
+
 namespace ember::cuda {
 
 // Launches kernel<<<grid, block, smem, stream>>>(args...) (or runs it on the

@@ -15,6 +15,13 @@
 
 namespace ember::cuda {
 
+// Whether f16 and bf16 GEMMs and convolutions run on the tensor cores
+// (cuda/kernels/gemm_tensor.cuh) or on the FP32 pipes like f32: on unless
+// the environment sets EMBER_CUDA_TENSOR_CORES=0 (read at start-up);
+// kernel_lab's --tensor-cores and the tests switch it (cuda/kernels/gemm.cu).
+bool native_tensor_cores();
+void set_native_tensor_cores(bool on);
+
 void fill(DType dt, void* y, int64_t n, double value, Stream stream);
 void cast(DType src_dt, const void* x, DType dst_dt, void* y, int64_t n, Stream stream);
 void copy_2d(DType dt, const void* x, int64_t ldx, void* y, int64_t ldy, int64_t rows, int64_t cols,

@@ -9,7 +9,8 @@
 #   4. the Fashion-MNIST recipe of `make train` on the GPU (accuracy and time), cuDNN fp32 and native fp16;
 #   5. (not by default) each kernel's time under Nsight Compute (ncu), native and cuDNN, as CSV;
 #   6. (not by default) an A/B of train_resnet against .gpu/bin/train_resnet_base.xz, alternating.
-#   7. (not by default) kernel_lab: the lab's ops checked and timed, to compare with the emulator's estimates.
+#   7. (not by default) kernel_lab: the lab's ops checked and timed, to compare with the emulator's estimates;
+#      f16 GEMM and convolutions on the tensor cores and on the FP32 pipes (--tensor-cores 0).
 # Each part has its own time limit; logs go to $OUT (default /tmp/gpu_check). PARTS="1 2" picks.
 set -u
 cd "$(dirname "$0")/.."
@@ -73,7 +74,9 @@ if wants 2; then
   bench "resnet50-224 batch64 fp16 cudnn --cudnn-benchmark 1" $r50 --precision fp16 --cudnn-benchmark 1
   bench "resnet50-224 batch64 fp16 cudnn --cudnn-benchmark 1 --cudnn-deterministic 0" $r50 --precision fp16 \
     --cudnn-benchmark 1 --cudnn-deterministic 0
-  bench "resnet50-224 batch64 fp16 native" $r50 --precision fp16 --conv native
+  bench "resnet50-224 batch64 fp16 native (tensor cores)" $r50 --precision fp16 --conv native
+  EMBER_CUDA_TENSOR_CORES=0 bench "resnet50-224 batch64 fp16 native (FP32 pipes)" $r50 --precision fp16 --conv native
+  bench "resnet50-224 batch64 bf16 native (tensor cores)" $r50 --precision bf16 --conv native
   for conv in cudnn native; do
     bench "resnet20-28 batch128 fp32 $conv" --num-layers 20 --image-shape 1,28,28 --batch-size 128 --num-batches 50 --conv $conv
   done
@@ -120,6 +123,12 @@ if wants 7 && [ -x build/kernel_lab ]; then
   say "7. kernel_lab: each op checked against the CPU, then timed (median of 20)"
   timeout 120 build/kernel_lab --op all --n 2 --c 64 --hw 56 --k 64 --m 1024 --ncols 1024 --kdim 1024 --reps 20 \
     2>&1 | tee "$OUT/kernel_lab.log" | grep -E "^==|us \(median|FAILED"
+  timeout 90 build/kernel_lab --op gemm-ladder --m 1024 --ncols 1024 --kdim 1024 --reps 20 \
+    2>&1 | tee -a "$OUT/kernel_lab.log" | grep -E "^==|us \(median|FAILED"
+  for tc in 1 0; do  # f16 on the tensor cores, then on the FP32 pipes
+    timeout 90 build/kernel_lab --op all --dtype f16 --tensor-cores $tc --n 16 --c 64 --hw 56 --k 64 --m 4096 \
+      --ncols 4096 --kdim 4096 --reps 20 2>&1 | tee -a "$OUT/kernel_lab.log" | grep -E "^==|us \(median|FAILED"
+  done
   for n in 2 16; do
     timeout 60 build/kernel_lab --op conv2d_backward_data --n $n --c 64 --hw 56 --k 128 --stride 2 --reps 20 \
       2>&1 | tee -a "$OUT/kernel_lab.log" | grep -E "^==|us \(median|FAILED"

@@ -57,6 +57,7 @@ struct Kernel {
   std::string name;          // demangled
   int divisions_in_loops = 0;
   std::string first;         // the first such instruction
+  int mma = 0;               // tensor-core instructions (wmma.mma.sync, mma.sync)
 };
 
 // Every .entry of a PTX file with the div/rem instructions inside its loops.
@@ -78,6 +79,7 @@ std::vector<Kernel> kernels_of(const std::string& ptx) {
     for (size_t i = 0; i < body.size(); ++i)
       if (body[i].find("bra") != std::string::npos && std::regex_search(body[i], m, branch))
         if (auto it = labels.find(m[1]); it != labels.end() && it->second < i) loops.emplace_back(it->second, i);
+    for (const std::string& line : body) out.back().mma += line.find("mma.sync") != std::string::npos;
     for (size_t i = 0; i < body.size(); ++i) {
       const std::string& line = body[i];
       if (line.find("div.") == std::string::npos && line.find("rem.") == std::string::npos) continue;
@@ -95,7 +97,7 @@ std::vector<Kernel> kernels_of(const std::string& ptx) {
     std::smatch m;
     if (line.find(".entry") != std::string::npos && std::regex_search(line, m, entry)) {
       finish();
-      out.push_back({demangle(m[1]), 0, ""});
+      out.push_back({demangle(m[1]), 0, "", 0});
     } else if (!out.empty()) {
       body.push_back(line);
     }
@@ -151,4 +153,29 @@ TEST_CASE("cuda ptx: no kernel divides inside a loop (32-bit indices); the 64-bi
   CHECK(checked >= 200);
   // The reader finds divisions where they are: the 64-bit instantiations decode with `/` and `%`.
   CHECK(wide_dividing >= 10);
+}
+
+TEST_CASE("cuda ptx: f16 and bf16 GEMMs and convolutions multiply on the tensor cores, f32 on the FP32 pipes" *
+          kNeedsPtx) {
+  for (const char* file : {"gemm.ptx", "conv.ptx"}) {
+    CAPTURE(file);
+    const fs::path path = ptx_dir() / "cuda/kernels" / file;
+    REQUIRE_MESSAGE(fs::exists(path), path.string() << " is missing: the build kept no PTX");
+    int tensor_half = 0, tensor_bf16 = 0, fp32 = 0;
+    for (const Kernel& k : kernels_of(read(path))) {
+      const std::string args = template_arguments(k.name);
+      if (k.name.find("gemm_tensor_kernel") != std::string::npos) {
+        CAPTURE(k.name.substr(0, 200));
+        CHECK(k.mma > 0);
+        tensor_half += args.rfind("<__half,", 0) == 0;
+        tensor_bf16 += args.rfind("<__nv_bfloat16,", 0) == 0;
+      } else if (k.name.find("gemm_tiled_kernel<float,") != std::string::npos) {
+        CHECK(k.mma == 0);
+        ++fp32;
+      }
+    }
+    CHECK(tensor_half > 0);
+    CHECK(tensor_bf16 > 0);
+    CHECK(fp32 > 0);  // f32 (and 16-bit with the tensor cores switched off)
+  }
 }

@@ -329,11 +329,11 @@ void backward_filter_tiles(const Conv2dGeometry& g, const T* x, const T* gy, T* 
   splits = std::max<int64_t>(1, (Kdim + kchunk - 1) / kchunk);
   const int64_t slice = M * N;
   if (splits == 1) {
-    launch_gemm_tiled<Acc, Cfg>(M, N, Kdim, 1, kchunk, load_a, load_b, StoreSlices<T>{gw, slice, N}, stream);
+    launch_gemm_tiled<T, Cfg>(M, N, Kdim, 1, kchunk, load_a, load_b, StoreSlices<T>{gw, slice, N}, stream);
     return;
   }
   DeviceBuffer part(size_t(splits * slice) * sizeof(Acc));
-  launch_gemm_tiled<Acc, Cfg>(M, N, Kdim, int(splits), kchunk, load_a, load_b,
+  launch_gemm_tiled<T, Cfg>(M, N, Kdim, int(splits), kchunk, load_a, load_b,
                               StoreSlices<Acc>{part.as<Acc>(), slice, N}, stream);
   launch(sum_slices_kernel<T>, dim3(blocks_for(slice, kReduceThreads)), dim3(kReduceThreads), 0, stream,
          part.as<const Acc>(), int(splits), slice, gw);
@@ -368,11 +368,11 @@ void conv2d_forward(DType dt, const Conv2dGeometry& g, const void* x, const void
   dispatch_conv(dt, conv_max_elems(g), "conv2d_forward", [&](auto t, auto i) {
     using T = decltype(t);
     using I = decltype(i);
-    launch_gemm_auto<compute_t<T>>(g.K, g.N * g.P * g.Q, g.col_rows(),
-                                   MatrixA<T, false>{static_cast<const T*>(w), g.col_rows()},
-                                   ForwardB<T, I>{static_cast<const T*>(x), dims_of<I>(g)},
-                                   StorePlanes<T, I>{static_cast<T*>(y), I(g.K), IndexDivisor<I>(g.P * g.Q)},
-                                   as_cuda_stream(stream));
+    launch_gemm_auto<T>(g.K, g.N * g.P * g.Q, g.col_rows(),
+                        MatrixA<T, false>{static_cast<const T*>(w), g.col_rows()},
+                        ForwardB<T, I>{static_cast<const T*>(x), dims_of<I>(g)},
+                        StorePlanes<T, I>{static_cast<T*>(y), I(g.K), IndexDivisor<I>(g.P * g.Q)},
+                        as_cuda_stream(stream));
   });
 }
 
@@ -386,10 +386,10 @@ void conv2d_backward_data(DType dt, const Conv2dGeometry& g, const void* gy, con
     for (int64_t a = 0; a < g.stride_h; ++a)
       for (int64_t b = 0; b < g.stride_w; ++b) {
         const DataPhase<I> d = data_phase<I>(g, a, b);
-        launch_gemm_auto<compute_t<T>>(g.C, g.N * int64_t(d.Ha) * d.Wb, g.K * int64_t(d.Ra) * d.Sb,
-                                       PhaseWeights<T, I>{static_cast<const T*>(w), d},
-                                       PhaseGradient<T, I>{static_cast<const T*>(gy), d},
-                                       PhaseStore<T, I>{static_cast<T*>(gx), d}, as_cuda_stream(stream));
+        launch_gemm_auto<T>(g.C, g.N * int64_t(d.Ha) * d.Wb, g.K * int64_t(d.Ra) * d.Sb,
+                            PhaseWeights<T, I>{static_cast<const T*>(w), d},
+                            PhaseGradient<T, I>{static_cast<const T*>(gy), d},
+                            PhaseStore<T, I>{static_cast<T*>(gx), d}, as_cuda_stream(stream));
       }
   });
 }
@@ -402,7 +402,7 @@ void conv2d_backward_filter(DType dt, const Conv2dGeometry& g, const void* x, co
     const T* px = static_cast<const T*>(x);
     const T* pgy = static_cast<const T*>(gy);
     T* pgw = static_cast<T*>(gw);
-    with_gemm_tile<compute_t<T>>(g.K, g.col_rows(), [&](auto tile) {
+    with_gemm_tile<T>(g.K, g.col_rows(), [&](auto tile) {
       backward_filter_tiles<T, I, decltype(tile)>(g, px, pgy, pgw, as_cuda_stream(stream));
     });
   });

@@ -4,7 +4,10 @@
 //   op(A): [M, K] (A stored [M, K] with lda >= K, or [K, M] with lda >= M
 //   when trans_a), op(B): [K, N] likewise, C: [M, N] with ldc >= N.
 //
-// The tile loop is gemm_tiled_kernel (gemm.cuh): 64x64 block tiles with a
+// f16 and bf16 run on the tensor cores (gemm_tensor.cuh: 128x128, 64x64 or
+// 32x32 block tiles of 16x16 wmma fragments, f32 accumulators) unless
+// EMBER_CUDA_TENSOR_CORES=0; otherwise, and for f32 and f64,
+// the tile loop is gemm_tiled_kernel (gemm.cuh): 64x64 block tiles with a
 // 4x4 register micro-tile per thread (BK = 16), 128x128 tiles with 8x8
 // (BK = 8) for big f32 products, or 32x32 tiles with 2x2 when M or N is
 // below 64 (with_gemm_tile picks); each of the four transpose combinations is its own
@@ -16,6 +19,9 @@
 // Every element of C is written by exactly one thread: results are
 // deterministic.
 #include "cuda/common.cuh"
+
+#include <cstdlib>
+#include <string_view>
 
 #include "cuda/cuda_kernels.h"
 #include "cuda/kernels/fast_divmod.cuh"
@@ -57,7 +63,7 @@ struct StoreAlphaBeta {
 template <typename T, bool kTransA, bool kTransB, typename Acc = compute_t<T>>
 void gemm_typed(int64_t M, int64_t N, int64_t K, Acc alpha, const T* A, int64_t lda, const T* B, int64_t ldb, Acc beta,
                 T* C, int64_t ldc, cudaStream_t stream) {
-  launch_gemm_auto<Acc>(M, N, K, MatrixA<T, kTransA>{A, lda}, MatrixB<T, kTransB>{B, ldb},
+  launch_gemm_auto<T>(M, N, K, MatrixA<T, kTransA>{A, lda}, MatrixB<T, kTransB>{B, ldb},
                         StoreAlphaBeta<T>{C, ldc, alpha, beta}, stream);
 }
 
@@ -80,6 +86,19 @@ void gemm_dispatch(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
 }
 
 }  // namespace
+
+namespace {
+bool tensor_cores_from_environment() {
+  const char* v = std::getenv("EMBER_CUDA_TENSOR_CORES");
+  return !(v && std::string_view(v) == "0");
+}
+// A plain bool, not std::atomic: set from the host between launches, and the
+// profiler's instrumented copy of this file has no hooks for atomics.
+bool g_tensor_cores = tensor_cores_from_environment();
+}  // namespace
+
+bool native_tensor_cores() { return g_tensor_cores; }
+void set_native_tensor_cores(bool on) { g_tensor_cores = on; }
 
 void gemm(DType dt, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const void* A,
           int64_t lda, const void* B, int64_t ldb, double beta, void* C, int64_t ldc, Stream stream) {

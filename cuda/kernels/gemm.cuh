@@ -22,8 +22,9 @@
 // read __half / __nv_bfloat16 and return float (so the tiles are staged in
 // shared memory as f32), the kernel accumulates in f32, and the store rounds
 // once to the 16-bit type.
-// (No tensor-core WMMA path: the emulator has no tensor cores; an
-// mma.sync/WMMA f16 tile loop is a possible later speed-up on real GPUs.)
+// With f16 or bf16 storage the launchers below pick the tensor-core
+// version of this loop instead (gemm_tensor.cuh, through nvcuda::wmma),
+// unless native_tensor_cores() is off.
 //
 // Tiling (Cfg = GemmTile<BM, BN, BK, TM, TN>, three sizes below): a block
 // of (BM/TM)*(BN/TN) threads computes a BM x BN tile of C; each thread holds
@@ -47,8 +48,10 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/common.cuh"
+#include "cuda/cuda_kernels.h"  // native_tensor_cores()
 
 namespace ember::cuda {
 
@@ -56,6 +59,7 @@ namespace ember::cuda {
 
 template <int BM_, int BN_, int BK_, int TM_, int TN_>
 struct GemmTile {
+  static constexpr bool kTensorCores = false;
   static constexpr int BM = BM_, BN = BN_, BK = BK_, TM = TM_, TN = TN_;
   static constexpr int kThreadsM = BM / TM, kThreadsN = BN / TN;
   static constexpr int kThreads = kThreadsM * kThreadsN;
@@ -78,23 +82,6 @@ using GemmTileSmall = GemmTile<32, 32, 16, 2, 2>;
 
 // The huge tile only when it still gives at least one block per SM of a big GPU.
 constexpr int64_t kGemmHugeMinBlocks = 132;
-
-// Calls f(Tile{}) with the tile for an M x N result of element type T: the
-// largest whose blocks the result fills.
-template <typename T, typename F>
-void with_gemm_tile(int64_t M, int64_t N, F&& f) {
-  if constexpr (sizeof(T) == 4) {
-    const int64_t huge_blocks = ((M + 127) / 128) * ((N + 127) / 128);
-    if (M >= 128 && N >= 128 && huge_blocks >= kGemmHugeMinBlocks) {
-      f(GemmTileHuge{});
-      return;
-    }
-  }
-  if (M >= 64 && N >= 64)
-    f(GemmTileLarge{});
-  else
-    f(GemmTileSmall{});
-}
 
 // -------------------------------------------------------------- loaders
 
@@ -219,8 +206,43 @@ __global__ void gemm_tiled_kernel(int64_t M, int64_t N, int64_t Kdim, int64_t kc
   }
 }
 
+}  // namespace ember::cuda
+
+#include "cuda/kernels/gemm_tensor.cuh"  // needs TileSlot and tile_slot above
+
+namespace ember::cuda {
+
+template <typename T>
+constexpr bool kTensorCoreInput = std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
+
+// Calls f(Tile{}) with the tile for an M x N result of storage type T: a
+// tensor-core tile for f16 and bf16 (when native_tensor_cores()), else the
+// largest FP32-pipe tile whose blocks the result fills.
+template <typename T, typename F>
+void with_gemm_tile(int64_t M, int64_t N, F&& f) {
+  if constexpr (kTensorCoreInput<T>) {
+    if (native_tensor_cores()) {
+      with_tensor_tile(M, N, f);
+      return;
+    }
+  }
+  if constexpr (sizeof(compute_t<T>) == 4) {
+    const int64_t huge_blocks = ((M + 127) / 128) * ((N + 127) / 128);
+    if (M >= 128 && N >= 128 && huge_blocks >= kGemmHugeMinBlocks) {
+      f(GemmTileHuge{});
+      return;
+    }
+  }
+  if (M >= 64 && N >= 64)
+    f(GemmTileLarge{});
+  else
+    f(GemmTileSmall{});
+}
+
 // Launches the tiled kernel on `stream`: Kdim in `splits` slices of kchunk
 // (a multiple of Cfg::BK; splits * kchunk >= Kdim). Nothing to do when M or N is 0.
+// T is the storage type: Cfg decides between the tensor-core kernel (T
+// must be 16-bit) and the FP32-pipe kernel (computing in compute_t<T>).
 template <typename T, typename Cfg, typename LoadA, typename LoadB, typename Store>
 void launch_gemm_tiled(int64_t M, int64_t N, int64_t Kdim, int splits, int64_t kchunk, const LoadA& load_a,
                        const LoadB& load_b, const Store& store, cudaStream_t stream) {
@@ -229,8 +251,14 @@ void launch_gemm_tiled(int64_t M, int64_t N, int64_t Kdim, int splits, int64_t k
   const int64_t tiles_m = (M + Cfg::BM - 1) / Cfg::BM;
   if (tiles_n > 0x7fffffff) fail(cat("gemm: N = ", N, " needs too many column tiles"));
   const dim3 grid(unsigned(tiles_n), unsigned(std::min<int64_t>(tiles_m, 65535)), unsigned(splits));
-  launch(gemm_tiled_kernel<T, Cfg, LoadA, LoadB, Store>, grid, dim3(Cfg::kThreads), 0, stream, M, N, Kdim, kchunk,
-         load_a, load_b, store);
+  if constexpr (Cfg::kTensorCores) {
+    static_assert(kTensorCoreInput<T>, "tensor-core tiles take f16 or bf16");
+    launch(gemm_tensor_kernel<T, Cfg, LoadA, LoadB, Store>, grid, dim3(Cfg::kThreads), 0, stream, M, N, Kdim, kchunk,
+           load_a, load_b, store);
+  } else {
+    launch(gemm_tiled_kernel<compute_t<T>, Cfg, LoadA, LoadB, Store>, grid, dim3(Cfg::kThreads), 0, stream, M, N,
+           Kdim, kchunk, load_a, load_b, store);
+  }
 }
 
 // The same with the tile chosen by with_gemm_tile, no split.

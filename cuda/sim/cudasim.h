@@ -136,6 +136,7 @@ struct KernelProfile {
   uint64_t warp_ops = 0, warp_op_lanes = 0;  // completed warp operations, and their lanes
   uint64_t dram_sectors = 0;  // distinct 32-byte sectors of global memory each launch touched, summed
   uint64_t flops = 0;         // declared by the kernel (EMBER_PROFILE_FLOPS)
+  uint64_t tensor_flops = 0;  // of wmma::mma_sync (2 M N K per warp)
   MemoryCounts counts;
   std::vector<LineProfile> lines;  // by source line, the most units first
 };
@@ -186,7 +187,7 @@ struct Occupancy {
 Occupancy occupancy(const KernelResources& r, int threads_per_block, int dynamic_shared_bytes);
 
 // A roofline bound of one launch of `kernel` (its averages) on each of a
-// few named GPUs, and the unit that binds ("DRAM", "L1", "shared", "FP32"):
+// few named GPUs, and the unit that binds ("DRAM", "L1", "shared", "FP32", "tensor"):
 // the assumptions are at the top of cuda/sim/profile_report.cpp.
 struct Estimate {
   std::string gpu;
@@ -207,6 +208,7 @@ std::string ptx_mix_line(const KernelProfile& kernel);
 
 namespace detail {
 void count_flops(uint64_t n) noexcept;
+void count_tensor_flops(uint64_t n) noexcept;  // wmma::mma_sync's, per lane
 
 // ---------------------------------------------------------- shared memory
 // `__shared__ T buf[N];` becomes a static local preceded by a marker:
@@ -261,6 +263,12 @@ enum WarpOpKind : int {
   kReduceAnd,
   kReduceOr,
   kReduceXor,
+  // nvcuda::wmma (cuda/sim/wmma.h): warp-wide, every lane of a full warp.
+  // Loads and stores check that all lanes pass the same pointer and ldm;
+  // mma_sync exchanges the lanes' operand addresses (wmma_exchange below).
+  kWmmaLoad,
+  kWmmaStore,
+  kWmmaMma,
 };
 // Waits until every lane in `mask` has reached a warp operation of the same
 // kind, then returns this lane's result (value bits, ballot mask, ...).
@@ -268,6 +276,11 @@ enum WarpOpKind : int {
 unsigned long long warp_op(int kind, unsigned mask, unsigned long long value, int arg, int width, const char* file,
                            unsigned line, int* pred = nullptr);
 unsigned active_mask() noexcept;
+// A warp operation of kind kWmmaMma: waits for all 32 lanes, then returns
+// the 32 lanes' `value`s, valid until the warp's next warp operation.
+const unsigned long long* wmma_exchange(unsigned long long value, const char* file, unsigned line);
+// Fails the launch: "`what`: thread (x,y,z) at file:line".
+[[noreturn]] void kernel_error(const char* what, const char* file, unsigned line);
 [[noreturn]] void trap(const char* file, unsigned line);
 
 template <typename T>

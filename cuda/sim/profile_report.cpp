@@ -11,7 +11,8 @@
 //   L1         sectors requested / (4 sectors per clock per SM)
 //   shared     wavefronts / (1 per clock per SM)
 //   FP32       declared FLOPs (EMBER_PROFILE_FLOPS) / the FP32 FMA peak
-// Latency, occupancy, instruction issue, tensor cores and launch overhead
+//   tensor     wmma::mma_sync FLOPs / the dense f16-in, f32-accumulate tensor peak
+// Latency, occupancy, instruction issue and launch overhead
 // are not modelled; a kernel far from its bound is latency- or issue-bound.
 #define CUDASIM_RUNTIME_BUILD 1
 #include <dlfcn.h>
@@ -35,19 +36,21 @@
 namespace cudasim::detail {
 namespace {
 
-// Public figures (vendor datasheets, boost clocks); FP32 without tensor cores.
+// Public figures (vendor datasheets, boost clocks): FP32 without tensor cores; tensor: dense
+// f16 or bf16 inputs with f32 accumulation (GeForce parts run that at half their f16-accumulate rate).
 struct Gpu {
   const char* name;
   int sms;
   double clock_ghz;
   double dram_gb_s;
   double fp32_tflops;
+  double tensor_tflops;
 };
 constexpr Gpu kGpus[] = {
-    {"H100 SXM", 132, 1.98, 3350, 66.9},
-    {"H200", 132, 1.98, 4800, 66.9},
-    {"A100 SXM", 108, 1.41, 2039, 19.5},
-    {"RTX 4060 Laptop", 24, 2.37, 256, 14.6},
+    {"H100 SXM", 132, 1.98, 3350, 66.9, 989.4},
+    {"H200", 132, 1.98, 4800, 66.9, 989.4},
+    {"A100 SXM", 108, 1.41, 2039, 19.5, 312},
+    {"RTX 4060 Laptop", 24, 2.37, 256, 14.6, 29.1},
 };
 
 std::string trim_discriminator(std::string s) {
@@ -238,6 +241,8 @@ double estimate_seconds(const KernelProfile& k, int gpu_index, const char** unit
   if (t_l1 > best) best = t_l1, *unit = "L1";
   if (t_shared > best) best = t_shared, *unit = "shared";
   if (t_fp32 > best) best = t_fp32, *unit = "FP32";
+  const double t_tensor = double(k.tensor_flops) / launches / (g.tensor_tflops * 1e12 * sms / g.sms);
+  if (t_tensor > best) best = t_tensor, *unit = "tensor";
   return best;
 }
 
@@ -273,6 +278,7 @@ std::vector<KernelProfile> profile() {
     p.warp_op_lanes = k.warp_op_lanes;
     p.dram_sectors = k.dram_sectors;
     p.flops = k.flops;
+    p.tensor_flops = k.tensor_flops;
     p.threads_per_block = k.threads_per_block;
     p.dynamic_shared_bytes = k.dynamic_shared_bytes;
     p.counts = k.counts;
@@ -323,9 +329,10 @@ std::string kernel_report(const KernelProfile& k, int max_lines) {
   r += detail::access_line("global stores", k.counts.global_store, true);
   r += detail::access_line("shared loads", k.counts.shared_load, false);
   r += detail::access_line("shared stores", k.counts.shared_store, false);
-  r += fmt("    DRAM (distinct sectors) %sB, FLOPs %s%s\n", detail::number(double(k.dram_sectors) * 32).c_str(),
-           detail::number(double(k.flops)).c_str(), k.flops ? "" : " (none declared)");
-  const bool counted = k.dram_sectors || k.flops || detail::units_of(k.counts);
+  r += fmt("    DRAM (distinct sectors) %sB, FLOPs %s%s", detail::number(double(k.dram_sectors) * 32).c_str(),
+           detail::number(double(k.flops)).c_str(), k.flops || k.tensor_flops ? "" : " (none declared)");
+  r += k.tensor_flops ? fmt(", tensor-core FLOPs %s\n", detail::number(double(k.tensor_flops)).c_str()) : "\n";
+  const bool counted = k.dram_sectors || k.flops || k.tensor_flops || detail::units_of(k.counts);
   r += counted ? "    estimate per launch:" : "    estimate: nothing counted (not instrumented?)";
   bool first = true;
   for (const Estimate& e : counted ? estimate(k) : std::vector<Estimate>{}) {
@@ -367,8 +374,8 @@ std::string profile_report() {
     r += fmt("[%d] %s\n", ++i, k.name.empty() ? "(unnamed kernel)" : k.name.c_str());
     r += kernel_report(k, 8);
   }
-  r += "(estimates: the busiest of DRAM, L1, shared memory and FP32 at full use of the SMs the grid fills; "
-       "latency, occupancy and tensor cores not modelled: cuda/sim/profile_report.cpp)\n";
+  r += "(estimates: the busiest of DRAM, L1, shared memory, FP32 and tensor cores at full use of the SMs the grid "
+       "fills; latency and occupancy not modelled: cuda/sim/profile_report.cpp)\n";
   return r;
 }
 

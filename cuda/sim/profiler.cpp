@@ -97,7 +97,7 @@ struct Profiler {
   size_t dyn_bytes = 0;
   std::map<uintptr_t, uintptr_t> shared_vars;  // start -> end of every __shared__ variable seen
   std::unordered_set<uint64_t> launch_sectors;
-  uint64_t launch_flops = 0;
+  uint64_t launch_flops = 0, launch_tensor_flops = 0;
   // grouping scratch
   std::unordered_map<GroupKey, Group, GroupKeyHash> groups;
   std::unordered_map<uintptr_t, uint32_t> occurrences;
@@ -252,7 +252,7 @@ void profile_launch_begin(const void* kernel, unsigned threads_per_block, const 
   p.dyn_bytes = dynamic_bytes;
   p.launch_sectors.clear();
   p.global_lo = p.global_hi = 0;
-  p.launch_flops = 0;
+  p.launch_flops = p.launch_tensor_flops = 0;
   profile_recording = true;
 }
 
@@ -320,6 +320,7 @@ void profile_launch_end(bool ok) {
     ++p.cur->launches;
     p.cur->dram_sectors += p.launch_sectors.size();
     p.cur->flops += p.launch_flops;
+    p.cur->tensor_flops += p.launch_tensor_flops;
   }
   for (auto& b : p.buffers) b.clear();
   p.cur = nullptr;
@@ -329,6 +330,9 @@ void profile_launch_end(bool ok) {
 
 void count_flops(uint64_t n) noexcept {
   if (profile_recording) prof().launch_flops += n;
+}
+void count_tensor_flops(uint64_t n) noexcept {
+  if (profile_recording) prof().launch_tensor_flops += n;
 }
 
 std::vector<RecordedKernel> recorded_kernels() {

@@ -12,7 +12,7 @@ namespace cudasim::detail {
 struct RecordedKernel {
   const void* kernel = nullptr;
   uint64_t launches = 0, blocks = 0, threads = 0, barriers = 0, warp_ops = 0, warp_op_lanes = 0;
-  uint64_t dram_sectors = 0, flops = 0;
+  uint64_t dram_sectors = 0, flops = 0, tensor_flops = 0;
   unsigned threads_per_block = 0;
   size_t dynamic_shared_bytes = 0;
   MemoryCounts counts;

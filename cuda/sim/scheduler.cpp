@@ -145,6 +145,7 @@ struct State {
   unsigned bar_line = 0;
   int bar_kind = 0;
   unsigned warp_exist[32] = {}, warp_exited[32] = {}, warp_arrived[32] = {};
+  unsigned long long warp_exchange[32][32] = {};  // per warp: the lanes' values at their last wmma_exchange
   bool failed = false;
   std::string err_head, err_tail;
   Stats stats;
@@ -212,6 +213,12 @@ const char* op_name(int op) {
       return "__reduce_or_sync";
     case kReduceXor:
       return "__reduce_xor_sync";
+    case kWmmaLoad:
+      return "wmma::load_matrix_sync";
+    case kWmmaStore:
+      return "wmma::store_matrix_sync";
+    case kWmmaMma:
+      return "wmma::mma_sync";
   }
   return "?";
 }
@@ -551,6 +558,19 @@ void complete_warp(unsigned w, unsigned lanes, const Thread* caller) {
               op_name(caller->op), site(caller->file, caller->line).c_str(), caller->mask));
   }
   const int op = caller->op;
+  if (op == kWmmaLoad || op == kWmmaStore)  // the pointer and ldm are the warp's, not each lane's
+    for (unsigned m = lanes; m; m &= m - 1) {
+      const Thread& u = lane[__builtin_ctz(m)];
+      if (u.value != caller->value || u.arg != caller->arg)
+        CUDASIM_FAIL(fmt("lanes of warp %u pass %s different arguments", w, op_name(op)),
+                     fmt(": thread %s at %s passes %p with ldm %d, thread %s at %s passes %p with ldm %d",
+                         tid(u.linear).c_str(), site(u.file, u.line).c_str(), reinterpret_cast<void*>(u.value), u.arg,
+                         tid(caller->linear).c_str(), site(caller->file, caller->line).c_str(),
+                         reinterpret_cast<void*>(caller->value), caller->arg));
+    }
+  if (op == kWmmaMma) {
+    for (unsigned m = lanes; m; m &= m - 1) st.warp_exchange[w][__builtin_ctz(m)] = lane[__builtin_ctz(m)].value;
+  }
   unsigned ballot = 0;
   for (unsigned m = lanes; m; m &= m - 1) {
     const unsigned l = unsigned(__builtin_ctz(m));
@@ -572,6 +592,11 @@ void complete_warp(unsigned w, unsigned lanes, const Thread* caller) {
       all_result = ballot == 0 || ballot == lanes;
       break;
     case kSyncWarp:
+    case kWmmaLoad:
+    case kWmmaStore:
+      break;
+    case kWmmaMma:
+      all_result = reinterpret_cast<uintptr_t>(&st.warp_exchange[w][0]);
       break;
     case kReduceAddU:
     case kReduceAddI:
@@ -685,6 +710,10 @@ unsigned long long warp_op(int kind, unsigned mask, unsigned long long value, in
                  fmt(": thread %s at %s (width must be a power of 2 from 1 to 32)", tid(t->linear).c_str(),
                      site(file, line).c_str()));
   const unsigned lanes = mask & st.warp_exist[w];  // lanes past the end of the block do not exist
+  if (kind >= kWmmaLoad && (mask != 0xffffffffu || st.warp_exist[w] != 0xffffffffu))
+    CUDASIM_FAIL(fmt("%s without a full warp", op_name(kind)),
+                 fmt(": thread %s at %s, in warp %u of %u lanes (wmma needs all 32 lanes of a warp)",
+                     tid(t->linear).c_str(), site(file, line).c_str(), w, unsigned(__builtin_popcount(st.warp_exist[w]))));
   if (const unsigned gone = lanes & st.warp_exited[w])
     CUDASIM_FAIL(fmt("%s waits for exited lanes", op_name(kind)),
                  fmt(": thread %s at %s with mask 0x%08x, but thread %s has already exited", tid(t->linear).c_str(),
@@ -697,6 +726,16 @@ unsigned long long warp_op(int kind, unsigned mask, unsigned long long value, in
   block_current();
   if (pred) *pred = t->pred;
   return t->result;
+}
+
+const unsigned long long* wmma_exchange(unsigned long long value, const char* file, unsigned line) {
+  return reinterpret_cast<const unsigned long long*>(
+      uintptr_t(warp_op(kWmmaMma, 0xffffffffu, value, 0, 32, file, line)));
+}
+
+void kernel_error(const char* what, const char* file, unsigned line) {
+  if (!t_in_launch) fatal(fmt("cudasim: %s at %s (outside a kernel)", what, site(file, line).c_str()));
+  CUDASIM_FAIL(what, fmt(": thread %s at %s", tid(st.cur->linear).c_str(), site(file, line).c_str()));
 }
 
 unsigned active_mask() noexcept {
