@@ -19,7 +19,8 @@
 #
 # Toggles (Darknet style):  CUDA=0|1  (default: 1 when nvcc is on the PATH)
 #                           CUDA_ARCH="80 90"   SM numbers for nvcc (machine code for each,
-#                                     and PTX for the newest, so newer GPUs JIT it)
+#                                     and PTX for the newest, so newer GPUs JIT it;
+#                                     80 or newer: the bf16 tensor-core kernels)
 #                           CUDNN=0|1 (default: 1 when cudnn.h is found)
 #                           NCCL=0|1  (default: 1 when nccl.h is found; --kv-store nccl)
 #                           SIM=0|1   (default: 1 when cuda_runtime.h is found)
@@ -100,6 +101,10 @@ ifeq ($(CUDA),1)
     $(error CUDA=1 but nvcc is not on the PATH)
   endif
   NVCC        := $(NVCC_PATH)
+  OLD_ARCH    := $(strip $(foreach a,$(CUDA_ARCH),$(if $(shell [ "$(a)" -lt 80 ] 2>/dev/null && echo old),$(a))))
+  ifneq ($(OLD_ARCH),)
+    $(error CUDA_ARCH="$(CUDA_ARCH)" has $(OLD_ARCH): ember's tensor-core kernels need sm 80 or newer (bf16 WMMA); e.g. CUDA_ARCH="80 90")
+  endif
   PTX_ARCH    := $(lastword $(shell printf '%s\n' $(CUDA_ARCH) | sort -n))
   GENCODE     := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
                  -gencode arch=compute_$(PTX_ARCH),code=compute_$(PTX_ARCH)

@@ -39,6 +39,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/cuda_kernels.h"
+#include "cuda/lab/gemm_tensor_versions.h"
 #include "cuda/lab/gemm_versions.h"
 #if defined(EMBER_CUDASIM)
 #include "cuda/sim/cudasim.h"
@@ -139,9 +140,11 @@ LabOp make_op(const std::string& name, const Shape& s, std::vector<std::unique_p
   const DType f32 = DType::f32, dt = s.dt;
   const double elem = double(dtype_size(dt));
   const bool ladder = name.rfind("gemm/", 0) == 0;
+  const bool tensor_rung = name.rfind("gemm/tensor/", 0) == 0;
   const bool typed = name == "gemm" || name.rfind("conv2d_", 0) == 0;
-  EMBER_CHECK(dt == f32 || (typed && !ladder), "--op ", name, " runs in f32 only (--dtype ", dtype_name(dt),
-              " is for gemm and the convolutions)");
+  EMBER_CHECK(!tensor_rung || dt == DType::f16, "--op ", name, " needs --dtype f16");
+  EMBER_CHECK(dt == f32 || tensor_rung || (typed && !ladder), "--op ", name, " runs in f32 only (--dtype ",
+              dtype_name(dt), " is for gemm, gemm/tensor/... and the convolutions)");
   if (name == "gemm" || ladder) {
     const int64_t M = s.m, N = s.n_gemm, K = s.kdim;
     Buffer *a = buffer(size_t(M * K), true), *b = buffer(size_t(K * N), true), *c = buffer(size_t(M * N), false);
@@ -150,6 +153,9 @@ LabOp make_op(const std::string& name, const Shape& s, std::vector<std::unique_p
     op.bytes = elem * double(M * K + K * N + M * N);
     if (name == "gemm") {
       op.run_cuda = [=] { cuda::gemm(dt, false, false, M, N, K, 1.0, a->dev, K, b->dev, N, 0.0, c->dev, N, nullptr); };
+    } else if (tensor_rung) {  // "gemm/tensor/<variant>" (cuda/lab/gemm_tensor_versions.cu)
+      const std::string variant = name.substr(12);
+      op.run_cuda = [=] { cuda::lab::gemm_tensor_version(variant, M, N, K, a->dev, b->dev, c->dev, nullptr); };
     } else {  // "gemm/<version>/<bx>x<by>": a rung of the lab's ladder (cuda/lab/gemm_versions.cu)
       const std::string rest = name.substr(5);
       const size_t slash = rest.find('/'), x = rest.find('x', slash == std::string::npos ? 0 : slash);
@@ -304,7 +310,9 @@ int run(int argc, char** argv) {
   f.add("op", &op_flag, "gemm, conv2d_forward, conv2d_backward_data, conv2d_backward_filter, "
                         "batch_norm_forward_train, batch_norm_backward_train, add_relu, or all; "
                         "gemm/<version>/<bx>x<by> for a rung of the GEMM ladder (naive_cols, naive_rows, "
-                        "shared_tiles: cuda/lab/gemm_versions.cu), gemm-ladder for every rung at three block sizes");
+                        "shared_tiles: cuda/lab/gemm_versions.cu), gemm-ladder for every rung at three block sizes; "
+                        "gemm/tensor/<variant> (--dtype f16) for a tensor-core variant "
+                        "(cuda/lab/gemm_tensor_versions.cu), gemm-tensor-ladder for all of them");
   f.group("gemm shape");
   f.add("m", &s.m, "rows of A and C");
   f.add("ncols", &s.n_gemm, "columns of B and C");
@@ -346,6 +354,10 @@ int run(int argc, char** argv) {
     for (const char* b : {"32x8", "16x16", "8x32"}) names.push_back(cat("gemm/naive_cols/", b));
     for (const char* b : {"32x8", "16x16", "8x32"}) names.push_back(cat("gemm/naive_rows/", b));
     for (const char* b : {"8x8", "16x16", "32x32"}) names.push_back(cat("gemm/shared_tiles/", b));
+    names.push_back("gemm");
+  } else if (op_flag == "gemm-tensor-ladder") {  // every tensor-core variant, then ember's f16 GEMM
+    EMBER_CHECK(s.dt == DType::f16, "--op gemm-tensor-ladder needs --dtype f16");
+    for (const std::string& v : cuda::lab::gemm_tensor_versions()) names.push_back("gemm/tensor/" + v);
     names.push_back("gemm");
   } else {
     names.push_back(op_flag);

@@ -11,6 +11,7 @@
 #   6. (not by default) an A/B of train_resnet against .gpu/bin/train_resnet_base.xz, alternating.
 #   7. (not by default) kernel_lab: the lab's ops checked and timed, to compare with the emulator's estimates;
 #      f16 GEMM and convolutions on the tensor cores and on the FP32 pipes (--tensor-cores 0).
+#   8. (not by default) Nsight Compute's sections for the native GEMM kernels (what binds them).
 # Each part has its own time limit; logs go to $OUT (default /tmp/gpu_check). PARTS="1 2" picks.
 set -u
 cd "$(dirname "$0")/.."
@@ -132,6 +133,26 @@ if wants 7 && [ -x build/kernel_lab ]; then
   for n in 2 16; do
     timeout 60 build/kernel_lab --op conv2d_backward_data --n $n --c 64 --hw 56 --k 128 --stride 2 --reps 20 \
       2>&1 | tee -a "$OUT/kernel_lab.log" | grep -E "^==|us \(median|FAILED"
+  done
+fi
+if wants 8 && [ -x build/kernel_lab ]; then
+  # What binds the native GEMM kernels on this GPU: Nsight Compute's speed-of-light, occupancy,
+  # launch, warp-state and scheduler sections for one launch of each (the lab's check launch).
+  say "8. Nsight Compute sections of the native GEMM kernels (f16 tensor cores, f16 FP32 pipes, f32)"
+  for tc in 1 0; do  # first the lab's timings at docs/kernel_profiles.md's shapes, f16
+    timeout 60 build/kernel_lab --op all --dtype f16 --tensor-cores $tc --n 2 --c 64 --hw 56 --k 64 --m 1024 \
+      --ncols 1024 --kdim 1024 --reps 20 2>&1 | tee -a "$OUT/kernel_lab.log" | grep -E "^==|us \(median|FAILED"
+  done
+  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+  sections="--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats"
+  for run in "gemm-f16-tc:--op gemm --dtype f16 --tensor-cores 1 --m 4096 --ncols 4096 --kdim 4096" \
+             "gemm-f16-fp32pipes:--op gemm --dtype f16 --tensor-cores 0 --m 4096 --ncols 4096 --kdim 4096" \
+             "conv-fwd-f16-tc:--op conv2d_forward --dtype f16 --n 16 --c 64 --hw 56 --k 64"; do
+    timeout 120 "${NCU:-ncu}" $sections --kernel-name regex:gemm_ --launch-count 1 build/kernel_lab ${run#*:} --reps 1 \
+      > "$OUT/ncu-${run%%:*}.txt" 2>&1
+    echo "ncu ${run%%:*}: exit $?"
+    grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Registers Per|Achieved Occupancy|Theoretical Occ|Block Limit Reg|Issued Ipc|No Eligible|Stall|Warp Cycles Per Issued" \
+      "$OUT/ncu-${run%%:*}.txt" | head -16
   done
 fi
 say "done"

@@ -11,7 +11,7 @@
 // Same loaders and store functors as the FP32 kernel: the loaders return
 // the 16-bit value as a float (exact), the kernel stages it back as T16.
 //
-// Tiling (Cfg = TensorTile<BM, BN, WARPS_M, WARPS_N>): a block of
+// Tiling (Cfg = TensorTile<BM, BN, BK, WARPS_M, WARPS_N>): a block of
 // WARPS_M x WARPS_N warps computes a BM x BN tile of C; warp (wm, wn) owns a
 // WM x WN part of it, WM = BM / WARPS_M and WN = BN / WARPS_N, held as
 // (WM/16) x (WN/16) 16x16 f32 accumulator fragments. The inner dimension
@@ -39,9 +39,12 @@
 
 namespace ember::cuda {
 
-template <int BM_, int BN_, int BK_, int WARPS_M_, int WARPS_N_>
+// kMinBlocks > 1 asks ptxas (__launch_bounds__) to fit that many blocks per
+// SM in the register file, spilling if it must.
+template <int BM_, int BN_, int BK_, int WARPS_M_, int WARPS_N_, int MIN_BLOCKS_ = 1>
 struct TensorTile {
   static constexpr bool kTensorCores = true;
+  static constexpr int kMinBlocks = MIN_BLOCKS_;
   static constexpr int BM = BM_, BN = BN_, BK = BK_, WARPS_M = WARPS_M_, WARPS_N = WARPS_N_;
   static constexpr int kWarps = WARPS_M * WARPS_N, kThreads = 32 * kWarps;
   static constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;  // one warp's part of the tile
@@ -54,10 +57,15 @@ struct TensorTile {
 // BK = 16 throughout: each thread stages BM*BK/threads + BN*BK/threads
 // elements in registers for the next step, and at BK = 32 the 128 x 128 tile
 // spilled (ptxas: 255 registers).
-// 128 x 128, 8 warps of 64 x 32 (4 x 2 fragments): big products.
-using TensorTileLarge = TensorTile<128, 128, 16, 2, 4>;
-// 64 x 64, 4 warps of 32 x 32 (2 x 2 fragments): the workhorse.
-using TensorTileMedium = TensorTile<64, 64, 16, 2, 2>;
+// 128 x 128, 16 warps of 32 x 32 (2 x 2 fragments): big products. The lab's
+// variants (cuda/lab/gemm_tensor_versions.cu) timed on an H200, f16 4096^3:
+// 43 TFLOP/s, against 26 with 8 warps of 64 x 32 (253 registers, one block
+// of 8 warps per SM, stalled on its global loads) and 27-32 for the other
+// variants; 54 against 36 at 2048^3.
+using TensorTileLarge = TensorTile<128, 128, 16, 4, 4>;
+// 64 x 64, 8 warps of 16 x 32 (1 x 2 fragments): the workhorse. The same
+// lab run, f16 2048^3: 35 TFLOP/s, against 20 with 4 warps of 32 x 32.
+using TensorTileMedium = TensorTile<64, 64, 16, 4, 2>;
 // 32 x 32, 4 warps of 16 x 16 (1 fragment): a small M or N.
 using TensorTileSmall = TensorTile<32, 32, 16, 2, 2>;
 
@@ -76,8 +84,8 @@ void with_tensor_tile(int64_t M, int64_t N, F&& f) {
 // C tile (blockIdx.y, blockIdx.x) of slice blockIdx.z; block: Cfg::kThreads threads.
 //   op(A): [M, Kdim] via load_a   op(B): [Kdim, N] via load_b   C: [M, N] via store
 template <typename T16, typename Cfg, typename LoadA, typename LoadB, typename Store>
-__global__ void gemm_tensor_kernel(int64_t M, int64_t N, int64_t Kdim, int64_t kchunk, LoadA load_a, LoadB load_b,
-                                   Store store) {
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
+    gemm_tensor_kernel(int64_t M, int64_t N, int64_t Kdim, int64_t kchunk, LoadA load_a, LoadB load_b, Store store) {
   namespace wmma = nvcuda::wmma;
   constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, NT = Cfg::kThreads;
   constexpr int kPad = 8;
