@@ -286,14 +286,15 @@ void pack_transposed_e(const T* src, int64_t lds, int rows, int64_t n, T* dst, i
       }
       for (; r < rows; ++r)
         for (int e = 0; e < B; ++e) d[(jj + e) * ldd + r] = s[r * ldx + jj + e];
-      for (int e = 0; e < B; ++e)
-        std::memset(static_cast<void*>(d + (jj + e) * ldd + rows), 0, size_t(E) * size_t(ldd - rows));
+      if (rows < ldd)
+        for (int e = 0; e < B; ++e)
+          std::memset(static_cast<void*>(d + (jj + e) * ldd + rows), 0, size_t(E) * size_t(ldd - rows));
     }
   }
 #endif
   for (; jj < n; ++jj) {
     for (int r = 0; r < rows; ++r) d[jj * ldd + r] = s[r * ldx + jj];
-    std::memset(static_cast<void*>(d + jj * ldd + rows), 0, size_t(E) * size_t(ldd - rows));
+    if (rows < ldd) std::memset(static_cast<void*>(d + jj * ldd + rows), 0, size_t(E) * size_t(ldd - rows));
   }
 }
 
