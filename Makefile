@@ -138,7 +138,7 @@ ifneq ($(SANITIZE),1)
 endif
 
 # ----------------------------------------------------------------- sources
-CORE_SRC  := $(wildcard engine/*.cpp ops/*.cpp ops/cpu/*.cpp net/*.cpp net/dist/*.cpp data/*.cpp)
+CORE_SRC  := $(wildcard engine/*.cpp ops/*.cpp ops/cpu/*.cpp ops/cpu/lab/*.cpp net/*.cpp net/dist/*.cpp data/*.cpp)
 CU_SRC    := $(wildcard cuda/*.cu cuda/kernels/*.cu cuda/lab/*.cu)
 CUDNN_SRC := $(if $(filter 1,$(CUDNN)),$(wildcard cuda/cudnn/*.cu))
 NCCL_SRC  := $(if $(filter 1,$(NCCL)),$(wildcard cuda/nccl/*.cu))
