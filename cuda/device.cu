@@ -5,6 +5,8 @@
 #include "cuda/allocator.h"
 #include "cuda/common.cuh"
 #include "cuda/cuda_device.h"
+#include "cuda/host_staging.h"
+#include "cuda/host_sync.h"
 #include "engine/memory.h"
 
 #if !defined(EMBER_CUDA_ARCH_LIST)  // the Makefile's CUDA_ARCH; the emulator has none
@@ -15,26 +17,25 @@ namespace ember::cuda {
 namespace {
 
 // Tensors on the device: memory from the caching allocator, copies ordered
-// on the compute stream (device-to-host copies wait for it).
+// on the compute stream. Device-to-host copies wait for it (the host needs
+// the bytes); host-to-device copies do not (cuda/host_staging.h), so the
+// host never waits inside a training step (cuda/host_sync.h).
 class CudaMemory final : public MemoryBackend {
  public:
   void* allocate(size_t nbytes, int) override { return nbytes ? device_allocate(nbytes) : nullptr; }
   void deallocate(void* ptr, size_t nbytes, int) override { device_deallocate(ptr, nbytes); }
   void copy_to_host(void* dst, const void* src, size_t n, int) override {
     CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, compute_stream()));
-    CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
+    wait_for_stream(compute_stream());
   }
   void copy_from_host(void* dst, const void* src, size_t n, int) override {
-    // A DMA when src is page-locked (init's pinned_host). Waiting for it lets
-    // the caller free or reuse the host block at once.
-    CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, compute_stream()));
-    CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
+    copy_from_host_async(dst, src, n, compute_stream());
   }
   void copy_on_device(void* dst, const void* src, size_t n, int) override {
     CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, compute_stream()));
   }
   void set_zero(void* dst, size_t n, int) override { CUDA_CHECK(cudaMemsetAsync(dst, 0, n, compute_stream())); }
-  void synchronize(int) override { CUDA_CHECK(cudaStreamSynchronize(compute_stream())); }
+  void synchronize(int) override { wait_for_stream(compute_stream()); }
 };
 
 // Launched by nobody: init() asks the runtime for its attributes, which fails

@@ -140,6 +140,10 @@ struct Kernels {
   void (*sum)(DType dt, const void* x, void* y, int64_t n, Stream stream);
   // idx[r] = first index of the largest x[r, :]               x: [rows, cols]  idx: i64 [rows]
   void (*argmax_rows)(DType dt, const void* x, int64_t* idx, int64_t rows, int64_t cols, Stream stream);
+  // acc[0] += number of i with a[i] == b[i]                   a, b: i64 [n]  acc: f64 [1]
+  // (training accuracy summed on the device, read by the host only for the log;
+  // dt is the index type, i64, as every kernel's first argument is a DType)
+  void (*count_equal)(DType dt, const int64_t* a, const int64_t* b, int64_t n, double* acc, Stream stream);
 
   // ---------------------------------------------------------------- matmul
   // C = alpha * op(A) * op(B) + beta * C, row-major; op(A): [M, K], op(B): [K, N], C: [M, N].
@@ -268,7 +272,7 @@ struct Kernels {
 #define EMBER_FOR_EACH_KERNEL(X)                                                                            \
   X(fill) X(cast) X(copy_2d) X(add) X(add_relu) X(axpby) X(relu_forward) X(relu_backward)                \
   X(pointwise_forward) X(pointwise_backward) X(bias_add)                                                   \
-  X(bias_backward) X(sum) X(argmax_rows) X(gemm) X(im2col) X(col2im) X(conv2d_forward) X(conv2d_backward_data) \
+  X(bias_backward) X(sum) X(argmax_rows) X(count_equal) X(gemm) X(im2col) X(col2im) X(conv2d_forward) X(conv2d_backward_data) \
   X(conv2d_backward_filter) X(batch_norm_forward_train) X(batch_norm_backward_train)                      \
   X(batch_norm_relu_forward_train) X(batch_norm_relu_backward_train) X(batch_norm_forward_eval)            \
   X(batch_norm_backward_eval) X(max_pool2d_forward) X(max_pool2d_backward)                                 \

@@ -31,6 +31,10 @@ void add_(Tensor& acc, const Tensor& g, double alpha = 1.0);
 Tensor normalize_u8(const Tensor& x, const ChannelNorm& norm, DType out = DType::f32);
 // Index of the largest value in each row.   x: [N, C] -> i64 [N]
 Tensor argmax(const Tensor& x);
+// acc[0] += number of positions where a and b (i64, same shape) are equal;
+// acc: f64 [1] on their device. Accuracy summed on the device, so training
+// steps need not copy predictions to the host.
+void count_equal_(Tensor& acc, const Tensor& a, const Tensor& b);
 // One SGD step on w with gradient g and momentum buffer buf (see kernels.h).
 void sgd_update_(Tensor& w, const Tensor& g, Tensor& buf, const SgdParams& p);
 

@@ -58,6 +58,19 @@ Tensor argmax(const Tensor& x) {
   return idx;
 }
 
+void count_equal_(Tensor& acc, const Tensor& a, const Tensor& b) {
+  require_defined(a, "count_equal_", "first input");
+  require_defined(b, "count_equal_", "second input");
+  EMBER_CHECK(a.dtype() == DType::i64 && b.dtype() == DType::i64, "count_equal_: inputs must be i64, got ", a.str(),
+              " and ", b.str());
+  require_shape(b, a.shape(), "count_equal_", "second input");
+  EMBER_CHECK(acc.dtype() == DType::f64 && acc.numel() == 1, "count_equal_: the total must be f64 [1], got ", acc.str());
+  EMBER_CHECK(a.device() == b.device() && acc.device() == a.device(), "count_equal_: inputs on ", a.device().str(), " and ",
+              b.device().str(), ", total on ", acc.device().str(), ": all must be on one device");
+  auto [k, s] = launch_on(a);
+  k.count_equal(DType::i64, a.data<int64_t>(), b.data<int64_t>(), a.numel(), acc.data<double>(), s);
+}
+
 void sgd_update_(Tensor& w, const Tensor& g, Tensor& buf, const SgdParams& p) {
   require_float(w, "sgd_update_", "weight");
   require_like(g, w, "sgd_update_", "gradient");

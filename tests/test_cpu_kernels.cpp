@@ -333,6 +333,17 @@ TEST_CASE_TEMPLATE("cpu argmax_rows returns the first index of the maximum", T, 
   CHECK(got == want);
 }
 
+TEST_CASE("cpu count_equal adds the number of equal positions to the total") {
+  const std::vector<int64_t> a = {0, 3, -1, 7, 7, 2, 9}, b = {0, 2, -1, 7, 6, 2, -9};
+  double acc = 10.0;
+  K().count_equal(DType::i64, a.data(), b.data(), int64_t(a.size()), &acc, nullptr);
+  CHECK(acc == 14.0);  // positions 0, 2, 3, 5, added to what was there
+  K().count_equal(DType::i64, a.data(), a.data(), 0, &acc, nullptr);
+  CHECK(acc == 14.0);
+  CHECK_THROWS_WITH(K().count_equal(DType::i32, a.data(), b.data(), 1, &acc, nullptr),
+                    doctest::Contains("count_equal: indices must be i64"));
+}
+
 TEST_CASE_TEMPLATE("cpu normalize_u8 computes (x/255 - mean) * inv_std per channel", T, float, double) {
   ChannelNorm norm;
   norm.channels = 3;

@@ -11,6 +11,7 @@
 
 #include "apps/common/fit_helpers.h"
 #include "apps/common/progress.h"
+#include "apps/common/step_stats.h"
 #include "apps/common/top_k.h"
 #include "engine/autograd.h"
 #include "net/checkpoint.h"
@@ -29,15 +30,6 @@ using detail::seconds_since;
 using detail::unit_loss_scale;
 
 namespace {
-
-int64_t count_correct(const Tensor& logits, const Tensor& labels_host) {
-  const Tensor pred = ops::argmax(logits).to(Device::cpu());
-  const int64_t* p = pred.data<int64_t>();
-  const int64_t* y = labels_host.data<int64_t>();
-  int64_t correct = 0;
-  for (int64_t i = 0; i < pred.numel(); ++i) correct += p[i] == y[i];
-  return correct;
-}
 
 // Rows whose label is the best logit / among the 5 best (apps::in_top_k's
 // rule), from one host copy of the logits.
@@ -332,14 +324,44 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
     double epoch_loss_sum = 0, data_wait = 0;
     if (first_batch > 0)
       epoch_samples = start.epoch_samples, epoch_correct = start.epoch_correct, epoch_loss_sum = start.epoch_loss_sum;
+    // Loss and accuracy summed on the device (apps/common/step_stats.h): read
+    // after every step on the CPU (free) and in fp16/bf16 (whose step waits
+    // for the scaler's finite check anyway), else only where the numbers are
+    // needed, so a GPU step never waits for the device.
+    StepStats stats(o.device);
+    const bool read_every_step = o.device.is_cpu() || mixed;
+    // Folds the sums since the last read into the interval and the epoch;
+    // stops the run if the loss went non-finite (not in fp16/bf16, where the
+    // scaler skips such steps).
+    auto read_stats = [&] {
+      const StepStats::Sums r = stats.read();
+      if (r.steps == 0) return;
+      if (!mixed && !std::isfinite(r.loss_sum)) {
+        if (show_bar) bar.clear();
+        const std::string where =
+            r.steps == 1 ? cat("at Epoch[", epoch, "] Batch [", batch_index - 1, "] (step ", global_step, "): loss is ",
+                               r.loss_sum / double(r.samples))
+                         : cat("in Epoch[", epoch, "] Batch [", batch_index - r.steps, "-", batch_index - 1, "] (steps ",
+                               global_step - r.steps + 1, "-", global_step, "): the loss summed over them is ",
+                               r.loss_sum);
+        fail(cat("training diverged ", where, " (lr ", lr, "); ",
+                 last_checkpoint.empty() ? std::string("no checkpoint was saved before it")
+                                         : cat("the last good checkpoint is \"", last_checkpoint, "\""),
+                 "; try a lower --lr or more --warmup-epochs"));
+      }
+      interval.samples += r.samples;
+      interval.correct += r.correct;
+      if (std::isfinite(r.loss_sum)) interval.loss_sum += r.loss_sum, epoch_loss_sum += r.loss_sum;
+      epoch_samples += r.samples;
+      epoch_correct += r.correct;
+    };
     data::Batch b;
     for (;;) {
       const auto wait_start = Clock::now();
       if (!train.next(b)) break;
       data_wait += seconds_since(wait_start);
       Tensor logits, loss;
-      const Tensor* count_labels = &b.labels;  // what training accuracy is counted against
-      Tensor dominant_labels;
+      Tensor count_labels;  // what training accuracy is counted against, on the device
       // Dropout masks: drawn from (seed, global step, rank), so a resumed run drops what the first one did.
       if (has_dropout)
         net::set_dropout_step(model, o.seed, uint64_t(global_step), comm ? uint64_t(comm->rank()) : 0);
@@ -349,14 +371,17 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
         logits = model(m.images);
         loss = net::mixed_cross_entropy(logits, m, o.label_smoothing);
         if (m.lam < 0.5) {  // the reversed batch's labels dominate
-          dominant_labels = Tensor::empty({b.size}, DType::i64);
+          Tensor dominant_labels = Tensor::empty({b.size}, DType::i64);
           for (int64_t i = 0; i < b.size; ++i)
             dominant_labels.data<int64_t>()[i] = b.labels.data<int64_t>()[b.size - 1 - i];
-          count_labels = &dominant_labels;
+          count_labels = dominant_labels.to(o.device);
+        } else {
+          count_labels = b.labels.to(o.device);
         }
       } else {
+        count_labels = b.labels.to(o.device);
         logits = model(b.images.to(o.device));
-        loss = ops::cross_entropy(logits, b.labels.to(o.device), o.label_smoothing);  // f32 in both precisions
+        loss = ops::cross_entropy(logits, count_labels, o.label_smoothing);  // f32 in both precisions
       }
       opt.zero_grad();
       lr = schedule.lr_at(global_step);
@@ -378,25 +403,13 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
       }
       ++global_step;
 
-      const double loss_value = loss.item();
-      if (!mixed && !std::isfinite(loss_value)) {
-        if (show_bar) bar.clear();
-        fail(cat("training diverged at Epoch[", epoch, "] Batch [", batch_index, "] (step ", global_step, "): loss is ",
-                 loss_value, " (lr ", lr, "); ",
-                 last_checkpoint.empty() ? std::string("no checkpoint was saved before it")
-                                         : cat("the last good checkpoint is \"", last_checkpoint, "\""),
-                 "; try a lower --lr or more --warmup-epochs"));
-      }
-      const int64_t correct = count_correct(logits, *count_labels);
-      interval.samples += b.size;
-      interval.correct += correct;
-      if (std::isfinite(loss_value)) interval.loss_sum += loss_value * double(b.size), epoch_loss_sum += loss_value * double(b.size);
+      stats.add(loss, logits, count_labels, b.size);
       ++interval.batches;
-      epoch_samples += b.size;
       timed_samples += b.size;
-      epoch_correct += correct;
       ++batch_index;
-      if (batch_index % o.disp_batches == 0) {
+      const bool log_point = batch_index % o.disp_batches == 0;
+      if (read_every_step || log_point) read_stats();
+      if (log_point) {
         const auto g =
             global({double(interval.samples), double(interval.correct), interval.loss_sum, double(local_signal())});
         agreed_stop = agreed_signal(g[3]);
@@ -437,6 +450,7 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
       }
       // Position after this step: what a checkpoint taken now resumes from.
       auto here = [&] {
+        read_stats();
         TrainingPosition p;
         p.epoch = epoch, p.batch = train.position(), p.global_step = global_step, p.elapsed_seconds = elapsed();
         p.epoch_samples = epoch_samples, p.epoch_correct = epoch_correct, p.epoch_loss_sum = epoch_loss_sum;
@@ -459,6 +473,7 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
         save_checkpoint(step_checkpoint_path(o.model_prefix, epoch, train.position()), here());
     }
     if (result.interrupted_by) break;
+    read_stats();
     if (show_bar) bar.clear();
     const double epoch_seconds = seconds_since(epoch_start);
     const auto epoch_totals = global({double(epoch_samples), double(epoch_correct), epoch_loss_sum, double(timed_samples)});

@@ -16,9 +16,11 @@
 // deterministic. The backward is elementwise.
 //
 // Labels outside [0, classes): the kernels record the first such row with an
-// atomicMin on a device word (the smallest row wins whatever the schedule),
-// skip reading through the bad label, and the launcher copies the word back,
-// waits for the stream and throws the CPU kernel's message.
+// atomicMin on a device word (the smallest row wins whatever the schedule)
+// and skip reading through the bad label; a one-thread kernel then copies
+// that row and its label into the kernel's record (cuda/host_sync.h), and
+// the host throws the CPU kernel's message at its next wait for the stream
+// (a loss read for the log, a synchronize). The launcher itself never waits.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -26,6 +28,7 @@
 #include "cuda/allocator.h"
 #include "cuda/common.cuh"
 #include "cuda/cuda_kernels.h"
+#include "cuda/host_sync.h"
 #include "cuda/kernels/fast_divmod.cuh"
 #include "cuda/kernels/reduce.cuh"
 
@@ -129,6 +132,20 @@ __global__ void softmax_xent_backward_kernel(const P* __restrict__ probs, const 
   }
 }
 
+// A launch's first bad row (bad_row, kNoBadRow if none) and its label into
+// the kernel's record, unless an earlier launch has set the record already.
+//   bad_row: [1]   labels: [N]   record: [1]   (one thread)
+__global__ void record_bad_label_kernel(const unsigned long long* __restrict__ bad_row,
+                                        const int64_t* __restrict__ labels, long long classes,
+                                        BadLabelRecord* __restrict__ record) {
+  const unsigned long long row = *bad_row;
+  if (row == kNoBadRow || record->found) return;
+  record->row = row;
+  record->label = labels[row];
+  record->classes = classes;
+  record->found = 1;
+}
+
 // --------------------------------------------------------------- helpers
 
 // A device word for the kernels' first bad row, set to kNoBadRow.
@@ -137,22 +154,23 @@ unsigned long long* reset_bad_row(const DeviceBuffer& flag, cudaStream_t s) {
   return flag.as<unsigned long long>();
 }
 
-// Throws the CPU kernel's message for the label of `row`.
+// Throws the CPU kernel's message for the label of `row` (for classes <= 0,
+// where no label can be in range: found on the host, before any launch).
 [[noreturn]] void fail_bad_label(const int64_t* labels, int64_t row, int64_t classes, const char* kernel,
                                  cudaStream_t s) {
   int64_t label = 0;
   CUDA_CHECK(cudaMemcpyAsync(&label, labels + row, sizeof label, cudaMemcpyDeviceToHost, s));
-  CUDA_CHECK(cudaStreamSynchronize(s));
+  wait_for_stream(s);
   fail(cat(kernel, ": label ", label, " of row ", row, " is outside [0, ", classes, ") for ", classes, " classes"));
 }
 
-// Waits for the kernel and throws when it found a bad label.
-void throw_if_bad_label(const DeviceBuffer& flag, const int64_t* labels, int64_t classes, const char* kernel,
-                        cudaStream_t s) {
-  unsigned long long row = kNoBadRow;
-  CUDA_CHECK(cudaMemcpyAsync(&row, flag.get(), sizeof row, cudaMemcpyDeviceToHost, s));
-  CUDA_CHECK(cudaStreamSynchronize(s));
-  if (row != kNoBadRow) fail_bad_label(labels, static_cast<int64_t>(row), classes, kernel, s);
+// Queues the copy of a launch's first bad row, if any, and its label into
+// the kernel's record (cuda/host_sync.h), which the host reads at its next
+// wait for the stream; no wait here.
+void defer_bad_label_check(const DeviceBuffer& flag, const int64_t* labels, int64_t classes, const char* kernel,
+                           cudaStream_t s) {
+  launch(record_bad_label_kernel, dim3(1), dim3(1), 0, s, flag.as<const unsigned long long>(), labels,
+         static_cast<long long>(classes), bad_label_record(kernel));
 }
 
 }  // namespace
@@ -179,7 +197,7 @@ void softmax_cross_entropy_forward(DType dt, const void* logits, const int64_t* 
     const int64_t blocks = std::min((N + rows_per_block - 1) / rows_per_block, kMaxRowBlocks);
     launch(block_rows ? softmax_xent_forward_kernel<T, BlockPerRow> : softmax_xent_forward_kernel<T, WarpPerRow>,
            dim3(unsigned(blocks)), dim3(kLossRowThreads), 0, s, x, labels, pl, pp, N, classes, on, off, bad_row);
-    throw_if_bad_label(flag, labels, classes, "softmax_cross_entropy_forward", s);
+    defer_bad_label_check(flag, labels, classes, "softmax_cross_entropy_forward", s);
   });
 }
 
@@ -206,7 +224,7 @@ void softmax_cross_entropy_backward(DType dt, const void* probs, const int64_t* 
              static_cast<const P*>(grad_loss), scale, static_cast<T*>(glogits), N, IndexDivisor<I>(classes), off, hit,
              bad_row);
     });
-    throw_if_bad_label(flag, labels, classes, "softmax_cross_entropy_backward", s);
+    defer_bad_label_check(flag, labels, classes, "softmax_cross_entropy_backward", s);
   });
 }
 

@@ -15,6 +15,9 @@
 // smaller index), so the result is exactly the CPU's. f16/bf16 data is compared
 // as f32 (exact) and summed in double like the rest. Narrow rows take one
 // warp each; rows of kArgmaxBlockMinCols columns or more take one block each.
+//
+// count_equal (training accuracy: predictions against labels) is one block
+// adding into a device total, so the host reads the count only when it logs.
 #include <algorithm>
 
 #include "cuda/allocator.h"
@@ -83,6 +86,17 @@ __global__ void argmax_rows_block_kernel(const T* __restrict__ x, int64_t* __res
   }
 }
 
+// acc[0] += number of i with a[i] == b[i], one block (a batch's labels:
+// a few thousand at most), so the count is deterministic.
+//   a, b: i64 [n]   acc: f64 [1]
+__global__ void count_equal_kernel(const int64_t* __restrict__ a, const int64_t* __restrict__ b, int64_t n,
+                                   double* __restrict__ acc) {
+  double s = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += a[i] == b[i] ? 1.0 : 0.0;
+  s = block_sum(s);
+  if (threadIdx.x == 0) acc[0] += s;
+}
+
 }  // namespace
 
 // --------------------------------------------------------------- launchers
@@ -116,6 +130,13 @@ void argmax_rows(DType dt, const void* x, int64_t* idx, int64_t rows, int64_t co
     launch(block_rows ? argmax_rows_block_kernel<T> : argmax_rows_warp_kernel<T>, dim3(unsigned(blocks)),
            dim3(kArgmaxThreads), 0, s, static_cast<const T*>(x), idx, rows, c);
   });
+}
+
+//   a, b: i64 [n]   acc: f64 [1]
+void count_equal(DType dt, const int64_t* a, const int64_t* b, int64_t n, double* acc, Stream stream) {
+  EMBER_CHECK(dt == DType::i64, "count_equal: indices must be i64, got ", dtype_name(dt));
+  if (n <= 0) return;
+  launch(count_equal_kernel, dim3(1), dim3(kSumThreads), 0, as_cuda_stream(stream), a, b, n, acc);
 }
 
 }  // namespace ember::cuda

@@ -41,6 +41,7 @@ void bias_backward(DType dt, const void* gy, void* gb, int64_t outer, int64_t ch
                    Stream stream);
 void sum(DType dt, const void* x, void* y, int64_t n, Stream stream);
 void argmax_rows(DType dt, const void* x, int64_t* idx, int64_t rows, int64_t cols, Stream stream);
+void count_equal(DType dt, const int64_t* a, const int64_t* b, int64_t n, double* acc, Stream stream);
 void gemm(DType dt, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const void* A,
           int64_t lda, const void* B, int64_t ldb, double beta, void* C, int64_t ldc, Stream stream);
 void im2col(DType dt, const Conv2dGeometry& g, const void* x, void* col, Stream stream);

@@ -81,4 +81,13 @@ void argmax_rows(DType dt, const void* x, int64_t* idx, int64_t rows, int64_t co
   });
 }
 
+// acc[0] += number of i with a[i] == b[i]
+//   a, b: i64 [n]   acc: f64 [1]
+void count_equal(DType dt, const int64_t* a, const int64_t* b, int64_t n, double* acc, Stream) {
+  EMBER_CHECK(dt == DType::i64, "count_equal: indices must be i64, got ", dtype_name(dt));
+  int64_t equal = 0;
+  for (int64_t i = 0; i < n; ++i) equal += a[i] == b[i];
+  acc[0] += double(equal);
+}
+
 }  // namespace ember::cpu

@@ -436,6 +436,35 @@ TEST_CASE("cuda sum: deterministic, matches the CPU, exact on integers" * ember:
   }
 }
 
+TEST_CASE("cuda count_equal: the CPU's count, added to the device total, over one and many block strides" *
+          ember::testing::kNeedsCudaDevice) {
+  REQUIRE(cuda_available());
+  for (int64_t n : {int64_t(1), int64_t(7), int64_t(256), int64_t(257), int64_t(5000)}) {
+    CAPTURE(n);
+    PhiloxStream rs(21, uint64_t(n));
+    std::vector<double> a(sz(n)), b(sz(n));
+    for (int64_t i = 0; i < n; ++i) {
+      a[sz(i)] = double(rs.below(4));
+      b[sz(i)] = i % 3 == 0 ? a[sz(i)] : double(rs.below(4));  // some equal for sure
+    }
+    const Tensor ag = Tensor::from_vector(a, {n}, DType::i64, Device::cuda(0));
+    const Tensor bg = Tensor::from_vector(b, {n}, DType::i64, Device::cuda(0));
+    const Tensor ac = Tensor::from_vector(a, {n}, DType::i64, Device::cpu());
+    const Tensor bc = Tensor::from_vector(b, {n}, DType::i64, Device::cpu());
+    Tensor total_g = Tensor::from_vector({3.0}, {1}, DType::f64, Device::cuda(0));
+    double total_c = 3.0;
+    for (int rep = 0; rep < 2; ++rep) {  // it adds, launch after launch
+      cuda_table().count_equal(DType::i64, static_cast<const int64_t*>(ag.raw_data()),
+                               static_cast<const int64_t*>(bg.raw_data()), n, static_cast<double*>(total_g.raw_data()),
+                               cuda_stream());
+      cpu_table().count_equal(DType::i64, static_cast<const int64_t*>(ac.raw_data()),
+                              static_cast<const int64_t*>(bc.raw_data()), n, &total_c, nullptr);
+    }
+    CHECK(total_g.to_double_vector()[0] == total_c);
+    CHECK(total_c > 3.0);
+  }
+}
+
 TEST_CASE("cuda argmax_rows: first index of the largest, NaN wins, ties go first" * ember::testing::kNeedsCudaDevice) {
   REQUIRE(cuda_available());
   // cols >= 1024 take a block per row, narrower rows a warp per row
@@ -578,10 +607,11 @@ TEST_CASE("cuda softmax_cross_entropy: a label outside [0, classes) is the CPU's
         const auto* lgp = static_cast<const int64_t*>(lg.raw_data());
         const auto* lcp = static_cast<const int64_t*>(lc.raw_data());
 
-        const std::string fwd_gpu = message_of([&] {
-          cuda_table().softmax_cross_entropy_forward(dt, xg.raw_data(), lgp, sg.raw_data(), pg.raw_data(), N, classes,
-                                                     0.1, cuda_stream());
-        });
+        // The launch queues the check and does not wait; the host's next wait
+        // for the stream (here an explicit one) throws.
+        cuda_table().softmax_cross_entropy_forward(dt, xg.raw_data(), lgp, sg.raw_data(), pg.raw_data(), N, classes, 0.1,
+                                                   cuda_stream());
+        const std::string fwd_gpu = message_of([&] { memory_backend(DeviceType::CUDA).synchronize(0); });
         const std::string fwd_cpu = message_of([&] {
           cpu_table().softmax_cross_entropy_forward(dt, xc.raw_data(), lcp, scpu.raw_data(), pc.raw_data(), N, classes,
                                                     0.1, nullptr);
@@ -589,10 +619,10 @@ TEST_CASE("cuda softmax_cross_entropy: a label outside [0, classes) is the CPU's
         CHECK(fwd_gpu == fwd_cpu);
         CHECK(fwd_gpu.find("of row 11 ") != std::string::npos);
 
-        const std::string bwd_gpu = message_of([&] {
-          cuda_table().softmax_cross_entropy_backward(dt, pg.raw_data(), lgp, gl_g.raw_data(), 1.0, pg.raw_data(), N,
-                                                      classes, 0.1, cuda_stream());
-        });
+        // (a read of any device value is a wait: it throws as well)
+        cuda_table().softmax_cross_entropy_backward(dt, pg.raw_data(), lgp, gl_g.raw_data(), 1.0, pg.raw_data(), N,
+                                                    classes, 0.1, cuda_stream());
+        const std::string bwd_gpu = message_of([&] { (void)gl_g.to_double_vector(); });
         const std::string bwd_cpu = message_of([&] {
           cpu_table().softmax_cross_entropy_backward(dt, pc.raw_data(), lcp, gl_c.raw_data(), 1.0, pc.raw_data(), N,
                                                      classes, 0.1, nullptr);
@@ -600,6 +630,8 @@ TEST_CASE("cuda softmax_cross_entropy: a label outside [0, classes) is the CPU's
         CHECK(bwd_gpu == bwd_cpu);
         CHECK(bwd_gpu.find("softmax_cross_entropy_backward: label ") == 0);
 
+        // once thrown, the record is clear: the next wait does not throw again
+        CHECK(message_of([&] { memory_backend(DeviceType::CUDA).synchronize(0); }) == "<no error>");
         // the device is still usable afterwards, and good labels pass
         labels[11] = labels[29] = 0;
         const Tensor ok = Tensor::from_vector(labels, {N}, DType::i64, Device::cuda(0));

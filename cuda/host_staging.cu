@@ -1,0 +1,92 @@
+// cuda/host_staging.cu — the staging ring of copy_from_host_async (see
+// host_staging.h).
+#include "cuda/host_staging.h"
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+
+#include "cuda/common.cuh"
+#include "cuda/host_sync.h"
+
+namespace ember::cuda {
+namespace {
+
+// Four slots: a training step uploads a batch's images and its labels, so
+// a slot comes round again two steps later.
+constexpr int kSlots = 4;
+
+struct Slot {
+  void* host = nullptr;  // page-locked
+  size_t capacity = 0;
+  cudaEvent_t done = nullptr;
+  bool in_flight = false;
+};
+
+struct Ring {
+  std::mutex mu;
+  Slot slots[kSlots];
+  int next = 0;
+};
+
+Ring& ring() {
+  static Ring* r = new Ring();  // never destroyed: its blocks belong to the CUDA context
+  return *r;
+}
+
+std::atomic<int64_t> g_staging_waits{0};
+
+// The slot's last DMA has finished (waiting for it if it has not).
+void wait_for_slot(Slot& s) {
+  if (!s.in_flight) return;
+  const cudaError_t q = cudaEventQuery(s.done);
+  if (q == cudaErrorNotReady) {
+    cudaGetLastError();
+    g_staging_waits.fetch_add(1, std::memory_order_relaxed);
+    CUDA_CHECK(cudaEventSynchronize(s.done));
+  } else {
+    CUDA_CHECK(q);
+  }
+  s.in_flight = false;
+}
+
+// Grows the slot to n bytes; false when page-locked memory is not available.
+bool reserve(Slot& s, size_t n) {
+  if (s.capacity >= n) return true;
+  if (s.host) CUDA_CHECK(cudaFreeHost(s.host));
+  s.host = nullptr;
+  s.capacity = 0;
+  const size_t want = n + n / 4;  // batches of a few sizes settle quickly
+  if (cudaMallocHost(&s.host, want) != cudaSuccess) {
+    cudaGetLastError();
+    s.host = nullptr;
+    return false;
+  }
+  s.capacity = want;
+  if (!s.done) CUDA_CHECK(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
+  return true;
+}
+
+}  // namespace
+
+void copy_from_host_async(void* dst, const void* src, size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  Ring& r = ring();
+  std::lock_guard<std::mutex> lock(r.mu);
+  Slot& s = r.slots[r.next];
+  r.next = (r.next + 1) % kSlots;
+  wait_for_slot(s);
+  if (!reserve(s, n)) {  // no page-locked memory: the plain copy, then a wait so src may be freed
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream));
+    wait_for_stream(stream);
+    return;
+  }
+  std::memcpy(s.host, src, n);
+  CUDA_CHECK(cudaMemcpyAsync(dst, s.host, n, cudaMemcpyHostToDevice, stream));
+  CUDA_CHECK(cudaEventRecord(s.done, stream));
+  s.in_flight = true;
+}
+
+int64_t staging_wait_count() { return g_staging_waits.load(std::memory_order_relaxed); }
+
+}  // namespace ember::cuda
