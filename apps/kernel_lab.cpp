@@ -334,14 +334,7 @@ int run(int argc, char** argv) {
   f.add("lines", &lines, "emulator: source lines shown per kernel (the most memory traffic first)");
   if (!f.parse(argc, argv)) return 0;
   EMBER_CHECK(reps > 0, "--reps must be positive, got ", reps);
-  if (dtype_flag == "f32")
-    s.dt = DType::f32;
-  else if (dtype_flag == "f16")
-    s.dt = DType::f16;
-  else if (dtype_flag == "bf16")
-    s.dt = DType::bf16;
-  else
-    fail(cat("--dtype ", dtype_flag, ": expected f32, f16 or bf16"));
+  s.dt = apps::parse_float_dtype(dtype_flag, "--dtype");
   if (tolerance == 0) tolerance = s.dt == DType::f32 ? 1e-4 : s.dt == DType::f16 ? 2e-3 : 1.6e-2;
   cuda::set_native_tensor_cores(tensor_cores);
   std::vector<std::string> names;

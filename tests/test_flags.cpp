@@ -97,3 +97,16 @@ TEST_CASE("flags: bare booleans, and operands collected by positional()") {
   CHECK(q.bench);
   CHECK(q.layers == 8);
 }
+
+TEST_CASE("flags: floating types by name, in the programs' and the kernel lab's spellings") {
+  using ember::DType;
+  using ember::apps::parse_float_dtype;
+  CHECK(parse_float_dtype("fp32", "--precision") == DType::f32);
+  CHECK(parse_float_dtype("f32", "--dtype") == DType::f32);
+  CHECK(parse_float_dtype("fp16", "--precision") == DType::f16);
+  CHECK(parse_float_dtype("f16", "--dtype") == DType::f16);
+  CHECK(parse_float_dtype("bf16", "--dtype") == DType::bf16);
+  CHECK_THROWS_WITH_AS(parse_float_dtype("f64", "--dtype"), "--dtype 'f64': fp32 (f32), fp16 (f16) or bf16", Error);
+  CHECK_THROWS_WITH_AS(parse_float_dtype("FP16", "--precision"),
+                       "--precision 'FP16': fp32 (f32), fp16 (f16) or bf16", Error);
+}

@@ -35,6 +35,18 @@ std::string error_of(F&& f) {
   return "<no error>";
 }
 
+// The message of the ember::Error that f throws, or "" when it throws none
+// (for checks that expect either outcome, e.g. an emulated kernel launch).
+template <typename F>
+std::string thrown_message(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return {};
+}
+
 // Checks that f throws an ember::Error whose message contains `substring`.
 template <typename F>
 void expect_error(F&& f, const std::string& substring) {

@@ -220,4 +220,11 @@ std::string Flags::settings() const {
   return out;
 }
 
+DType parse_float_dtype(const std::string& name, const char* flag) {
+  if (name == "fp32" || name == "f32") return DType::f32;
+  if (name == "fp16" || name == "f16") return DType::f16;
+  if (name == "bf16") return DType::bf16;
+  fail(cat(flag, " '", name, "': fp32 (f32), fp16 (f16) or bf16"));
+}
+
 }  // namespace ember::apps

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/dtype.h"
+
 namespace ember::apps {
 
 class Flags {
@@ -61,5 +63,9 @@ class Flags {
 // "0.5,1,2e3" -> numbers, for string flags holding lists of reals; errors
 // name the flag (integer lists are Flags' own int-list kind).
 std::vector<double> parse_number_list(const std::string& text, const char* flag);
+
+// A floating storage type by name, for the programs' --precision and
+// kernel_lab's --dtype: fp32/f32, fp16/f16, bf16; errors name the flag.
+DType parse_float_dtype(const std::string& name, const char* flag);
 
 }  // namespace ember::apps

@@ -159,12 +159,7 @@ std::vector<double> parse_moms(const std::string& text) {
   return m;
 }
 
-DType precision_dtype(const std::string& precision) {
-  if (precision == "fp32") return DType::f32;
-  if (precision == "fp16") return DType::f16;
-  if (precision == "bf16") return DType::bf16;
-  fail(cat("--precision '", precision, "': fp32, fp16 or bf16"));
-}
+DType precision_dtype(const std::string& precision) { return parse_float_dtype(precision, "--precision"); }
 
 void validate_train_settings(const TrainSettings& s) {
   EMBER_CHECK(s.network == "resnet", "--network ", s.network, " is not supported (resnet)");

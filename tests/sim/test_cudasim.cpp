@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cuda/common.cuh"
+#include "tests/test_helpers.h"
 
 using ember::cuda::launch;
 
@@ -72,15 +73,6 @@ const char* name_of(cudasim::Schedule s) {
 }
 
 // The message of the ember::Error a launch throws ("" if it does not).
-std::string launch_failure(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ember::Error& e) {
-    return e.what();
-  }
-  return {};
-}
-
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 std::string at_line(int line) { return "test_cudasim.cpp:" + std::to_string(line); }
 
@@ -660,7 +652,7 @@ TEST_CASE("cudasim: device, stream and event calls") {
   CHECK(cudaEventDestroy(e1) == cudaSuccess);
   CHECK(cudaStreamDestroy(s) == cudaSuccess);
   CHECK(cudaStreamSynchronize(s) == cudaErrorInvalidResourceHandle);
-  CHECK(contains(launch_failure([&] { launch(k_block_sum<double>, dim3(4), dim3(256), 0, s, x.get(), p.get(), 1000); }),
+  CHECK(contains(ember::testing::thrown_message([&] { launch(k_block_sum<double>, dim3(4), dim3(256), 0, s, x.get(), p.get(), 1000); }),
                  "stream"));
   CHECK(cudaDeviceSynchronize() == cudaSuccess);
   CHECK(std::string(cudaGetErrorName(cudaErrorLaunchFailure)) == "cudaErrorLaunchFailure");
@@ -698,7 +690,7 @@ TEST_CASE("cudasim: launch limits are errors and the kernel does not run") {
     CHECK(cudaGetLastError() == c.want);
     CHECK(ran.host()[0] == 0);
   }
-  const std::string m = launch_failure([&] { launch(k_mark, dim3(1), dim3(1025), 0, nullptr, ran.get()); });
+  const std::string m = ember::testing::thrown_message([&] { launch(k_mark, dim3(1), dim3(1025), 0, nullptr, ran.get()); });
   CHECK(contains(m, "1025 threads per block"));
   CHECK(ran.host()[0] == 0);
   launch(k_mark, dim3(1), dim3(1024), 48 * 1024, nullptr, ran.get());  // the limits themselves are fine
@@ -734,7 +726,7 @@ TEST_CASE("cudasim: divergent __syncthreads is reported with both call sites") {
     CHECK(contains(m, "k_divergent"));
     CHECK(contains(m, at_line(g_line[0])));
     CHECK(contains(m, at_line(g_line[1])));
-    CHECK(contains(launch_failure([&] { launch(k_divergent, dim3(1), dim3(64), 0, nullptr, out.get()); }),
+    CHECK(contains(ember::testing::thrown_message([&] { launch(k_divergent, dim3(1), dim3(64), 0, nullptr, out.get()); }),
                    "divergent __syncthreads"));
     // the emulator is fine afterwards
     launch(k_fine, dim3(3), dim3(64), 0, nullptr, out.get());
@@ -755,7 +747,7 @@ TEST_CASE("cudasim: a thread that exits while others wait at a barrier is report
   for (cudasim::Schedule s : kAllSchedules) {
     CAPTURE(name_of(s));
     ScheduleGuard guard(s);
-    const std::string m = launch_failure([&] { launch(k_early_exit, dim3(1), dim3(64), 0, nullptr, out.get(), 50); });
+    const std::string m = ember::testing::thrown_message([&] { launch(k_early_exit, dim3(1), dim3(64), 0, nullptr, out.get(), 50); });
     CAPTURE(m);
     CHECK(contains(m, "exited"));
     CHECK(contains(m, at_line(g_line[2])));
@@ -797,27 +789,27 @@ TEST_CASE("cudasim: warp operations with lanes that never arrive are reported") 
   for (cudasim::Schedule s : kAllSchedules) {
     CAPTURE(name_of(s));
     ScheduleGuard guard(s);
-    std::string m = launch_failure([&] { launch(k_half_warp_shuffle, dim3(1), dim3(32), 0, nullptr, out.get()); });
+    std::string m = ember::testing::thrown_message([&] { launch(k_half_warp_shuffle, dim3(1), dim3(32), 0, nullptr, out.get()); });
     CAPTURE(m);
     CHECK(contains(m, "exited"));
     CHECK(contains(m, "__shfl_sync"));
     CHECK(contains(m, at_line(g_line[3])));
     CHECK(contains(m, "0xffffffff"));
 
-    m = launch_failure([&] { launch(k_warp_deadlock, dim3(1), dim3(64), 0, nullptr, out.get()); });
+    m = ember::testing::thrown_message([&] { launch(k_warp_deadlock, dim3(1), dim3(64), 0, nullptr, out.get()); });
     CAPTURE(m);
     CHECK(contains(m, "deadlock"));
     CHECK(contains(m, "in __syncwarp at " + std::string(__FILE__) + ":" + std::to_string(g_line[4])));
     CHECK(contains(m, "in __syncthreads at " + std::string(__FILE__) + ":" + std::to_string(g_line[5])));
   }
-  const std::string mixed = launch_failure([&] { launch(k_mixed_warp_ops, dim3(1), dim3(32), 0, nullptr, out.get()); });
+  const std::string mixed = ember::testing::thrown_message([&] { launch(k_mixed_warp_ops, dim3(1), dim3(32), 0, nullptr, out.get()); });
   CHECK(contains(mixed, "meet at different warp operations"));
   CHECK(contains(mixed, "in __ballot_sync at " + std::string(__FILE__) + ":" + std::to_string(g_line[7])));
   CHECK(contains(mixed, "in __shfl_sync at "));
-  CHECK(contains(launch_failure([&] { launch(k_bad_mask, dim3(1), dim3(32), 0, nullptr, out.get()); }),
+  CHECK(contains(ember::testing::thrown_message([&] { launch(k_bad_mask, dim3(1), dim3(32), 0, nullptr, out.get()); }),
                  "with mask 0x00000001"));
-  CHECK(contains(launch_failure([&] { launch(k_bad_width, dim3(1), dim3(32), 0, nullptr, out.get()); }), "width 12"));
-  const std::string m = launch_failure([&] { launch(k_trap, dim3(2), dim3(32), 0, nullptr, out.get()); });
+  CHECK(contains(ember::testing::thrown_message([&] { launch(k_bad_width, dim3(1), dim3(32), 0, nullptr, out.get()); }), "width 12"));
+  const std::string m = ember::testing::thrown_message([&] { launch(k_trap, dim3(2), dim3(32), 0, nullptr, out.get()); });
   CHECK(contains(m, "__trap()"));
   CHECK(contains(m, "thread (3,0,0)"));
   CHECK(contains(m, at_line(g_line[6])));

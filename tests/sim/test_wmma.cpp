@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cuda/common.cuh"
+#include "tests/test_helpers.h"
 #include "cuda/kernels/gemm.cuh"
 #include "cuda/wmma.cuh"
 
@@ -56,15 +57,6 @@ H from_f(float v) {
     return __float2half_rn(v);
   else
     return __float2bfloat16_rn(v);
-}
-
-std::string launch_failure(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ember::Error& e) {
-    return e.what();
-  }
-  return {};
 }
 
 // D = A B + C for one warp. A: [M, K] stored row- or column-major with
@@ -213,18 +205,18 @@ TEST_CASE_TEMPLATE("cudasim wmma: mma_sync matches a CPU product for every 16-bi
 TEST_CASE("cudasim wmma: CUDA's argument rules are launch failures naming the call") {
   Device<__half> a(16 * 64);
   Device<float> d(16 * 16);
-  std::string m = launch_failure([&] { launch(bad_ldm_kernel, dim3(1), dim3(32), 0, nullptr, a.p); });
+  std::string m = ember::testing::thrown_message([&] { launch(bad_ldm_kernel, dim3(1), dim3(32), 0, nullptr, a.p); });
   CHECK(m.find("wmma::load_matrix_sync with ldm 20: it must be a multiple of 16 bytes") != std::string::npos);
   CHECK(m.find("test_wmma.cpp:") != std::string::npos);
-  m = launch_failure([&] { launch(misaligned_kernel, dim3(1), dim3(32), 0, nullptr, a.p); });
+  m = ember::testing::thrown_message([&] { launch(misaligned_kernel, dim3(1), dim3(32), 0, nullptr, a.p); });
   CHECK(m.find("not 256-bit (32-byte) aligned") != std::string::npos);
-  m = launch_failure([&] { launch(per_lane_pointer_kernel, dim3(1), dim3(32), 0, nullptr, a.p); });
+  m = ember::testing::thrown_message([&] { launch(per_lane_pointer_kernel, dim3(1), dim3(32), 0, nullptr, a.p); });
   CHECK(m.find("pass wmma::load_matrix_sync different arguments") != std::string::npos);
-  m = launch_failure([&] { launch(half_warp_kernel, dim3(1), dim3(16), 0, nullptr, d.p); });
+  m = ember::testing::thrown_message([&] { launch(half_warp_kernel, dim3(1), dim3(16), 0, nullptr, d.p); });
   CHECK(m.find("wmma::store_matrix_sync without a full warp") != std::string::npos);
   CHECK(m.find("warp 0 of 16 lanes") != std::string::npos);
   // The same kernel on a whole warp runs.
-  CHECK(launch_failure([&] { launch(half_warp_kernel, dim3(1), dim3(32), 0, nullptr, d.p); }).empty());
+  CHECK(ember::testing::thrown_message([&] { launch(half_warp_kernel, dim3(1), dim3(32), 0, nullptr, d.p); }).empty());
   for (float v : d.host()) CHECK(v == 1.0f);
 }
 
