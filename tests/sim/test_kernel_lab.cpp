@@ -115,3 +115,48 @@ TEST_CASE("kernel_lab_sim: the GEMM ladder: every rung at three block sizes matc
   CHECK(code == 2);
   CHECK(bad.find("the block must be square") != std::string::npos);
 }
+
+TEST_CASE("kernel_lab_sim: the batch-norm statistics ladder: two passes, the naive one pass, Welford, ember's" * kLab) {
+  int code = -1;
+  const std::string out =
+      run_lab({"--op", "bn-stats-ladder", "--n", "4", "--c", "6", "--hw", "9", "--lines", "0"}, &code);
+  INFO(out);
+  CHECK(code == 0);  // the naive version's failure is expected and does not fail the run
+  auto section = [&](const std::string& name) {
+    const size_t at = out.find("== " + name + " ");
+    REQUIRE(at != std::string::npos);
+    return out.substr(at, out.find("\n== ", at + 1) - at);
+  };
+  for (const char* t : {"64", "256", "1024"}) {
+    CAPTURE(t);
+    CHECK(section(std::string("bn_stats/two_pass/") + t).find(": ok") != std::string::npos);
+    CHECK(section(std::string("bn_stats/welford/") + t).find(": ok") != std::string::npos);
+    // E[x^2] - E[x]^2 with a mean of 100 and a variance of 1/3 loses the variance
+    CHECK(section(std::string("bn_stats/naive_one_pass/") + t).find("FAILED, as this version must") !=
+          std::string::npos);
+  }
+  CHECK(section("bn_stats/ember").find(": ok") != std::string::npos);
+  // two passes read x twice: two kernels; the one-pass versions one
+  CHECK(section("bn_stats/two_pass/256").find("centered_variance_kernel") != std::string::npos);
+  CHECK(section("bn_stats/welford/256").find("kernel ") == section("bn_stats/welford/256").rfind("kernel "));
+
+  // With a mean near zero there is nothing to cancel: the naive version passes.
+  const std::string centred = run_lab({"--op", "bn_stats/naive_one_pass/256", "--n", "4", "--c", "6", "--hw", "9",
+                                       "--bn-offset", "0", "--lines", "0"},
+                                      &code);
+  INFO(centred);
+  CHECK(code == 0);
+  CHECK(centred.find(": ok") != std::string::npos);
+  // Welford holds at a larger offset, where the naive error grows 10x. (Past
+  // ~500 no f32 version passes 1e-4: the mean itself is rounded to 2^-24 of
+  // the offset, compared with a variance of 1/3.)
+  const std::string far = run_lab({"--op", "bn_stats/welford/128", "--n", "4", "--c", "6", "--hw", "9",
+                                   "--bn-offset", "300", "--lines", "0"},
+                                  &code);
+  INFO(far);
+  CHECK(code == 0);
+  CHECK(far.find(": ok") != std::string::npos);
+  const std::string bad = run_lab({"--op", "bn_stats/kahan/64"}, &code);
+  CHECK(code == 2);
+  CHECK(bad.find("unknown batch-norm statistics version 'kahan'") != std::string::npos);
+}
