@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "cuda/cuda_device.h"
+#include "data/image_set.h"
+#include "engine/rng.h"
 #include "engine/tensor.h"
 #include "net/resnet.h"
 #include "ops/kernels.h"
@@ -74,6 +76,20 @@ inline net::ResNetConfig tiny_resnet_config(DType dt) {
   c.input_norm.mean[0] = 0.3f;
   c.input_norm.inv_std[0] = 3.0f;
   return c;
+}
+
+// 48 images of 1x10x10 in 5 classes that a tiny ResNet separates in a few
+// steps: class l's pixels are l*50 plus noise below 20.
+inline data::ImageSet separable_image_set() {
+  data::ImageSet set;
+  set.count = 48, set.channels = 1, set.height = 10, set.width = 10, set.num_classes = 5, set.name = "synthetic";
+  PhiloxStream rng(5, 6);
+  for (int64_t i = 0; i < set.count; ++i) {
+    const int64_t label = int64_t(rng.below(5));
+    set.labels.push_back(label);
+    for (int p = 0; p < 100; ++p) set.pixels.push_back(uint8_t(label * 50 + (rng.next_u32() % 20)));
+  }
+  return set;
 }
 
 }  // namespace ember::testing

@@ -29,22 +29,9 @@ std::pair<Tensor, Tensor> host_batch(int64_t n, int64_t classes, uint64_t seed) 
   return {x, y};
 }
 
-// A 48-image separable set of 5 classes (as in test_cuda_training.cpp).
-data::ImageSet separable_set() {
-  data::ImageSet set;
-  set.count = 48, set.channels = 1, set.height = 10, set.width = 10, set.num_classes = 5, set.name = "synthetic";
-  PhiloxStream rng(5, 6);
-  for (int64_t i = 0; i < set.count; ++i) {
-    const int64_t label = int64_t(rng.below(5));
-    set.labels.push_back(label);
-    for (int p = 0; p < 100; ++p) set.pixels.push_back(uint8_t(label * 50 + (rng.next_u32() % 20)));
-  }
-  return set;
-}
-
 // Host waits during fit() of `epochs` epochs of 3 steps, logging every disp_batches.
 int64_t waits_during_fit(int disp_batches, int epochs, apps::FitResult* out = nullptr) {
-  const data::ImageSet set = separable_set();
+  const data::ImageSet set = testing::separable_image_set();
   Generator gen(1);
   net::ResNet model(testing::tiny_resnet_config(DType::f32), gen);
   model.to(Device::cuda(0));

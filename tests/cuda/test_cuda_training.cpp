@@ -65,14 +65,7 @@ TEST_CASE("cuda training: two SGD steps of a ResNet on the device match the CPU"
 
 TEST_CASE("cuda training: fit() and evaluate() on the device" * ember::testing::kNeedsCudaDevice) {
   REQUIRE(testing::cuda_available());
-  data::ImageSet set;
-  set.count = 48, set.channels = 1, set.height = 10, set.width = 10, set.num_classes = 5, set.name = "synthetic";
-  PhiloxStream rng(5, 6);
-  for (int64_t i = 0; i < set.count; ++i) {
-    const int64_t label = int64_t(rng.below(5));
-    set.labels.push_back(label);
-    for (int p = 0; p < 100; ++p) set.pixels.push_back(uint8_t(label * 50 + (rng.next_u32() % 20)));  // separable
-  }
+  const data::ImageSet set = testing::separable_image_set();
   Generator gen(1);
   net::ResNet model(testing::tiny_resnet_config(DType::f32), gen);
   model.to(Device::cuda(0));
