@@ -51,6 +51,10 @@ void wait_for_slot(Slot& s) {
 }
 
 // Grows the slot to n bytes; false when page-locked memory is not available.
+// (cudaFreeHost and cudaMallocHost may synchronise the device: a slot grows
+// only while the sizes settle, in the first steps. Each slot ends as large
+// as the largest copy it took, plus a quarter: four slots of a ResNet-50
+// batch of 256 uint8 images, 38.5 MB, hold ~190 MB page-locked.)
 bool reserve(Slot& s, size_t n) {
   if (s.capacity >= n) return true;
   if (s.host) CUDA_CHECK(cudaFreeHost(s.host));
