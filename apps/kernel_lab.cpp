@@ -19,6 +19,7 @@
 //   build/kernel_lab --op gemm --m 4096 --ncols 4096 --kdim 4096 --reps 20
 //   build/kernel_lab --op all --dtype f16 --tensor-cores 0     (f16 on the FP32 pipes)
 //   build/kernel_lab_sim --op bn-stats-ladder --lines 1         (two passes -> Welford -> ember's)
+//   build/kernel_lab_sim --op conv-ladder --lines 1             (direct -> implicit GEMM -> tap table)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -41,6 +42,7 @@
 
 #include "cuda/cuda_kernels.h"
 #include "cuda/lab/batch_norm_versions.h"
+#include "cuda/lab/conv_versions.h"
 #include "cuda/lab/gemm_tensor_versions.h"
 #include "cuda/lab/gemm_versions.h"
 #if defined(EMBER_CUDASIM)
@@ -147,7 +149,8 @@ LabOp make_op(const std::string& name, const Shape& s, std::vector<std::unique_p
   const double elem = double(dtype_size(dt));
   const bool ladder = name.rfind("gemm/", 0) == 0;
   const bool tensor_rung = name.rfind("gemm/tensor/", 0) == 0;
-  const bool typed = name == "gemm" || name.rfind("conv2d_", 0) == 0;
+  const bool conv_rung = name.rfind("conv2d_forward/", 0) == 0;
+  const bool typed = name == "gemm" || (name.rfind("conv2d_", 0) == 0 && !conv_rung);
   EMBER_CHECK(!tensor_rung || dt == DType::f16, "--op ", name, " needs --dtype f16");
   EMBER_CHECK(dt == f32 || tensor_rung || (typed && !ladder), "--op ", name, " runs in f32 only (--dtype ",
               dtype_name(dt), " is for gemm, gemm/tensor/... and the convolutions)");
@@ -194,6 +197,23 @@ LabOp make_op(const std::string& name, const Shape& s, std::vector<std::unique_p
   const Conv2dGeometry g = conv_geometry(s);
   const size_t xs = size_t(g.N * g.C * g.H * g.W), ws = size_t(g.K * g.C * g.R * g.S), ys = size_t(g.N * g.K * g.P * g.Q);
   const double conv_flops = 2.0 * double(g.N * g.K * g.P * g.Q) * double(g.C * g.R * g.S);
+  if (conv_rung) {  // "conv2d_forward/<version>" (cuda/lab/conv_versions.cu)
+    const cuda::lab::ConvVersion v = cuda::lab::parse_conv_version(name.substr(15).c_str());
+    Buffer *x = buffer(xs, true), *w = buffer(ws, true), *y = buffer(ys, false);
+    op.shape = conv_text(g);
+    op.flops = conv_flops;
+    op.bytes = 4.0 * double(xs + ws + ys);
+    op.run_cuda = [=] {
+      cuda::lab::conv_forward_version(v, g, static_cast<const float*>(x->dev), static_cast<const float*>(w->dev),
+                                      static_cast<float*>(y->dev), nullptr);
+    };
+    op.run_cpu = [=] {
+      expected->assign(ys, 0.0f);
+      cpu.conv2d_forward(f32, g, x->host.data(), w->host.data(), expected->data(), nullptr);
+    };
+    op.result = [=] { return y->download(); };
+    return op;
+  }
   if (name == "conv2d_forward" || name == "conv2d_backward_data" || name == "conv2d_backward_filter") {
     Buffer *x = buffer(xs, true), *w = buffer(ws, true), *y = buffer(ys, true);
     op.shape = conv_text(g);
@@ -385,7 +405,9 @@ int run(int argc, char** argv) {
                         "(cuda/lab/gemm_tensor_versions.cu), gemm-tensor-ladder for all of them; "
                         "bn_stats/<version>/<threads> for a rung of the batch-norm statistics ladder (two_pass, "
                         "naive_one_pass, welford: cuda/lab/batch_norm_versions.cu), bn_stats/ember for ember's "
-                        "kernel, bn-stats-ladder for all of them");
+                        "kernel, bn-stats-ladder for all of them; conv2d_forward/<version> for a rung of the "
+                        "convolution ladder (direct, tap_table: cuda/lab/conv_versions.cu), conv-ladder for both "
+                        "around ember's conv2d_forward");
   f.group("gemm shape");
   f.add("m", &s.m, "rows of A and C");
   f.add("ncols", &s.n_gemm, "columns of B and C");
@@ -422,6 +444,8 @@ int run(int argc, char** argv) {
     for (const char* b : {"32x8", "16x16", "8x32"}) names.push_back(cat("gemm/naive_rows/", b));
     for (const char* b : {"8x8", "16x16", "32x32"}) names.push_back(cat("gemm/shared_tiles/", b));
     names.push_back("gemm");
+  } else if (op_flag == "conv-ladder") {  // the direct loop, ember's implicit GEMM, the tap table
+    names.assign({"conv2d_forward/direct", "conv2d_forward", "conv2d_forward/tap_table"});
   } else if (op_flag == "bn-stats-ladder") {  // every version at three block sizes, then ember's kernel
     for (const char* v : {"two_pass", "naive_one_pass", "welford"})
       for (const char* t : {"64", "256", "1024"}) names.push_back(cat("bn_stats/", v, "/", t));

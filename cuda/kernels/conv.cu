@@ -49,6 +49,7 @@
 
 #include "cuda/allocator.h"
 #include "cuda/cuda_kernels.h"
+#include "cuda/kernels/conv_operands.cuh"
 #include "cuda/kernels/fast_divmod.cuh"
 #include "cuda/kernels/gemm.cuh"
 
@@ -60,24 +61,6 @@ constexpr unsigned kReduceThreads = 256;   // threads per block of the split-K r
 constexpr int64_t kSplitTargetBlocks = 264;  // split-K until about this many blocks (2 per SM on an H100)
 constexpr int64_t kSplitMinChunk = 256;     // inner-dimension elements per split-K slice, at least
 constexpr int kMaxSplits = 64;
-
-// The geometry as index type I (int32_t when every tensor fits, else int64_t),
-// with the divisors the index decodes use.
-template <typename I>
-struct ConvDims {
-  I N, C, H, W, K, R, S, sh, sw, ph, pw, P, Q;
-  IndexDivisor<I> by_R, by_S, by_H, by_W, by_Q, by_PQ, by_sh, by_sw;
-};
-
-template <typename I>
-ConvDims<I> dims_of(const Conv2dGeometry& g) {
-  using D = IndexDivisor<I>;
-  ConvDims<I> d{I(g.N), I(g.C), I(g.H), I(g.W), I(g.K), I(g.R), I(g.S), I(g.stride_h), I(g.stride_w),
-                I(g.pad_h), I(g.pad_w), I(g.P), I(g.Q), {}, {}, {}, {}, {}, {}, {}, {}};
-  d.by_R = D(g.R), d.by_S = D(g.S), d.by_H = D(g.H), d.by_W = D(g.W), d.by_Q = D(g.Q), d.by_PQ = D(g.P * g.Q);
-  d.by_sh = D(g.stride_h), d.by_sw = D(g.stride_w);
-  return d;
-}
 
 // im2col entry (row crs = (c*R + r)*S + s, column pq = p*Q + q) of image n.
 //   x: [N, C, H, W]
@@ -174,20 +157,6 @@ struct LoadPlanes {
     I n, i;
     plane.divmod(I(col), n, i);
     return to_compute(x[(n * channels + I(row)) * plane.value() + i]);
-  }
-};
-
-// Column n*plane + i of a [channels, N*plane] result goes to y[n, row, i].
-//   y: [N, channels, plane]
-template <typename T, typename I>
-struct StorePlanes {
-  T* y;
-  I channels;
-  IndexDivisor<I> plane;
-  __device__ __forceinline__ void operator()(int, int64_t row, int64_t col, compute_t<T> acc) const {
-    I n, i;
-    plane.divmod(I(col), n, i);
-    y[(n * channels + I(row)) * plane.value() + i] = to_storage<T>(acc);
   }
 };
 

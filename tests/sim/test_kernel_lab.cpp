@@ -160,3 +160,30 @@ TEST_CASE("kernel_lab_sim: the batch-norm statistics ladder: two passes, the nai
   CHECK(code == 2);
   CHECK(bad.find("unknown batch-norm statistics version 'kahan'") != std::string::npos);
 }
+
+TEST_CASE("kernel_lab_sim: the convolution ladder: direct, ember's implicit GEMM, the tap table, all match the CPU" *
+          kLab) {
+  for (const char* stride : {"1", "2"}) {
+    CAPTURE(stride);
+    int code = -1;
+    const std::string out = run_lab({"--op", "conv-ladder", "--n", "3", "--c", "5", "--hw", "11", "--k", "7", "--r",
+                                     "3", "--stride", stride, "--pad", "1", "--lines", "0"},
+                                    &code);
+    INFO(out);
+    CHECK(code == 0);
+    size_t oks = 0;
+    for (size_t p = out.find(": ok"); p != std::string::npos; p = out.find(": ok", p + 1)) ++oks;
+    CHECK(oks == 3);
+    CHECK(out.find("== conv2d_forward/direct ") != std::string::npos);
+    CHECK(out.find("== conv2d_forward/tap_table ") != std::string::npos);
+    CHECK(out.find("conv_direct_kernel") != std::string::npos);
+    CHECK(out.find("TapTableB") != std::string::npos);
+  }
+  int code = -1;
+  const std::string bad = run_lab({"--op", "conv2d_forward/winograd"}, &code);
+  CHECK(code == 2);
+  CHECK(bad.find("unknown convolution version 'winograd'") != std::string::npos);
+  const std::string f16 = run_lab({"--op", "conv2d_forward/tap_table", "--dtype", "f16"}, &code);
+  CHECK(code == 2);
+  CHECK(f16.find("runs in f32 only") != std::string::npos);
+}
