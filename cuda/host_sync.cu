@@ -23,6 +23,10 @@ constexpr int kMaxRecords = 8;
 struct DeviceRecords {
   BadLabelRecord* records = nullptr;
   std::vector<const char*> kernels;
+  // A launch has asked for a record since the last read: only then can a
+  // record have changed, so only then does a wait copy them back (a
+  // checkpoint's hundreds of tensor reads copy them at most once).
+  bool unread = false;
 };
 
 std::mutex g_mu;
@@ -54,6 +58,7 @@ BadLabelRecord* bad_label_record(const char* kernel) {
     d.records = static_cast<BadLabelRecord*>(device_allocate(sizeof(BadLabelRecord) * kMaxRecords));
     CUDA_CHECK(cudaMemsetAsync(d.records, 0, sizeof(BadLabelRecord) * kMaxRecords, compute_stream()));
   }
+  d.unread = true;
   for (size_t i = 0; i < d.kernels.size(); ++i)
     if (std::strcmp(d.kernels[i], kernel) == 0) return d.records + i;
   EMBER_CHECK(d.kernels.size() < size_t(kMaxRecords), "cuda: more than ", kMaxRecords,
@@ -67,7 +72,7 @@ void throw_deferred_errors() {
   {
     std::lock_guard<std::mutex> lock(g_mu);
     auto it = records_by_device().find(current_device());
-    if (it == records_by_device().end() || it->second.kernels.empty()) return;
+    if (it == records_by_device().end() || !it->second.unread) return;
     DeviceRecords& d = it->second;
     const size_t n = d.kernels.size();
     BadLabelRecord host[kMaxRecords];
@@ -81,6 +86,7 @@ void throw_deferred_errors() {
       CUDA_CHECK(cudaMemsetAsync(d.records + i, 0, sizeof(BadLabelRecord), compute_stream()));
       break;
     }
+    d.unread = !message.empty();  // another record may be set too: read again at the next wait
   }
   if (!message.empty()) fail(message);
 }

@@ -42,7 +42,8 @@ struct BadLabelRecord {
 BadLabelRecord* bad_label_record(const char* kernel);
 
 // Reads every record of the current device (its stream must be idle) and
-// throws the first one set, clearing it. wait_for_stream calls it.
+// throws the first one set, clearing it; nothing to read unless a launch has
+// asked for a record since the last read. wait_for_stream calls it.
 void throw_deferred_errors();
 
 }  // namespace ember::cuda

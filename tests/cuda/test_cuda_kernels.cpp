@@ -24,11 +24,13 @@
 
 #include "engine/rng.h"
 #include "tests/cuda/cuda_test_env.h"
+#include "tests/test_helpers.h"
 
 namespace {
 
 using namespace ember;
 using ember::testing::cpu_table;
+using ember::testing::thrown_message;
 using ember::testing::cuda_available;
 using ember::testing::cuda_stream;
 using ember::testing::cuda_table;
@@ -108,17 +110,6 @@ int64_t first_mismatch(const std::vector<double>& got, const std::vector<double>
 // Tolerance of results that may differ by a fused multiply-add or a
 // summation order: a few units in the last place of the type.
 double ulps(DType dt, double k) { return k * (dt == DType::f32 ? 0x1p-23 : 0x1p-52); }
-
-// The message of the ember::Error f throws ("<no error>" when none).
-template <typename F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 }  // namespace
 
@@ -244,7 +235,7 @@ TEST_CASE("cuda copy_2d: strided blocks of every dtype, the CPU's bits, elements
         REQUIRE(got[sz(i)] == (inside ? x[sz(k.x_off + r * k.ldx + c)] : 99.0));
       }
     }
-  CHECK(message_of([] { cuda_table().copy_2d(DType::f32, nullptr, 2, nullptr, 4, 1, 3, cuda_stream()); })
+  CHECK(thrown_message([] { cuda_table().copy_2d(DType::f32, nullptr, 2, nullptr, 4, 1, 3, cuda_stream()); })
             .find("copy_2d: a block of 1x3 does not fit row strides 2 and 4") != std::string::npos);
 }
 
@@ -611,8 +602,8 @@ TEST_CASE("cuda softmax_cross_entropy: a label outside [0, classes) is the CPU's
         // for the stream (here an explicit one) throws.
         cuda_table().softmax_cross_entropy_forward(dt, xg.raw_data(), lgp, sg.raw_data(), pg.raw_data(), N, classes, 0.1,
                                                    cuda_stream());
-        const std::string fwd_gpu = message_of([&] { memory_backend(DeviceType::CUDA).synchronize(0); });
-        const std::string fwd_cpu = message_of([&] {
+        const std::string fwd_gpu = thrown_message([&] { memory_backend(DeviceType::CUDA).synchronize(0); });
+        const std::string fwd_cpu = thrown_message([&] {
           cpu_table().softmax_cross_entropy_forward(dt, xc.raw_data(), lcp, scpu.raw_data(), pc.raw_data(), N, classes,
                                                     0.1, nullptr);
         });
@@ -622,8 +613,8 @@ TEST_CASE("cuda softmax_cross_entropy: a label outside [0, classes) is the CPU's
         // (a read of any device value is a wait: it throws as well)
         cuda_table().softmax_cross_entropy_backward(dt, pg.raw_data(), lgp, gl_g.raw_data(), 1.0, pg.raw_data(), N,
                                                     classes, 0.1, cuda_stream());
-        const std::string bwd_gpu = message_of([&] { (void)gl_g.to_double_vector(); });
-        const std::string bwd_cpu = message_of([&] {
+        const std::string bwd_gpu = thrown_message([&] { (void)gl_g.to_double_vector(); });
+        const std::string bwd_cpu = thrown_message([&] {
           cpu_table().softmax_cross_entropy_backward(dt, pc.raw_data(), lcp, gl_c.raw_data(), 1.0, pc.raw_data(), N,
                                                      classes, 0.1, nullptr);
         });
@@ -631,7 +622,7 @@ TEST_CASE("cuda softmax_cross_entropy: a label outside [0, classes) is the CPU's
         CHECK(bwd_gpu.find("softmax_cross_entropy_backward: label ") == 0);
 
         // once thrown, the record is clear: the next wait does not throw again
-        CHECK(message_of([&] { memory_backend(DeviceType::CUDA).synchronize(0); }) == "<no error>");
+        CHECK(thrown_message([&] { memory_backend(DeviceType::CUDA).synchronize(0); }).empty());
         // the device is still usable afterwards, and good labels pass
         labels[11] = labels[29] = 0;
         const Tensor ok = Tensor::from_vector(labels, {N}, DType::i64, Device::cuda(0));
@@ -676,7 +667,7 @@ TEST_CASE("cuda normalize_u8: (x / 255 - mean) * inv_std per channel" * ember::t
   bad.channels = 9;
   Tensor y = on_gpu({0.0}, DType::f32);
   const std::string msg =
-      message_of([&] { cuda_table().normalize_u8(DType::f32, nullptr, y.raw_data(), 1, 1, bad, cuda_stream()); });
+      thrown_message([&] { cuda_table().normalize_u8(DType::f32, nullptr, y.raw_data(), 1, 1, bad, cuda_stream()); });
   CHECK(msg == "normalize_u8: channels must be in [1, 8], got 9");
 }
 
@@ -725,9 +716,9 @@ TEST_CASE("cuda sgd_update: every form matches the CPU" * ember::testing::kNeeds
   // momentum without a buffer is the CPU's error
   SgdParams p;
   Tensor w = on_gpu({1.0}, DType::f32), g = on_gpu({1.0}, DType::f32);
-  const std::string msg = message_of(
+  const std::string msg = thrown_message(
       [&] { cuda_table().sgd_update(DType::f32, w.raw_data(), g.raw_data(), nullptr, 1, p, cuda_stream()); });
-  CHECK(msg == message_of([&] {
+  CHECK(msg == thrown_message([&] {
           float wc = 1, gc = 1;
           cpu_table().sgd_update(DType::f32, &wc, &gc, nullptr, 1, p, nullptr);
         }));
@@ -802,10 +793,10 @@ TEST_CASE("cuda kernels refuse dtypes they do not support" * ember::testing::kNe
   };
   for (const Case& c : cases) {
     CAPTURE(c.name);
-    CHECK(message_of(c.call) == std::string("cuda ") + c.name + ": unsupported dtype i32");
+    CHECK(thrown_message(c.call) == std::string("cuda ") + c.name + ": unsupported dtype i32");
   }
-  CHECK(message_of([&] { K.cast(DType::i32, nullptr, DType::f32, nullptr, 1, s); }) ==
+  CHECK(thrown_message([&] { K.cast(DType::i32, nullptr, DType::f32, nullptr, 1, s); }) ==
         "cuda cast: unsupported dtypes i32 -> f32 (f32, f64, f16, bf16 only)");
-  CHECK(message_of([&] { K.cast(DType::f16, nullptr, DType::u8, nullptr, 1, s); }) ==
+  CHECK(thrown_message([&] { K.cast(DType::f16, nullptr, DType::u8, nullptr, 1, s); }) ==
         "cuda cast: unsupported dtypes f16 -> u8 (f32, f64, f16, bf16 only)");
 }
