@@ -5,6 +5,7 @@
 
 #include "cuda/allocator.h"
 #include "cuda/common.cuh"
+#include "cuda/host_staging.h"
 
 namespace ember::cuda {
 namespace {
@@ -69,6 +70,7 @@ void* device_allocate(size_t nbytes) {
 
 void device_deallocate(void* ptr, size_t nbytes) {
   if (!ptr) return;
+  order_copies_ahead_before_reuse(ptr);  // a block a copy ahead may still be writing
   const size_t cls = size_class(nbytes);
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);

@@ -5,7 +5,11 @@
 // classes of the host allocator) and handed out again. ember issues all of a
 // device's work on one compute stream, so a block freed after launching work
 // that uses it can be reused by the next launch without a synchronisation
-// (stream order keeps them apart).
+// (stream order keeps them apart). The one exception is the copy stream of
+// cuda/host_staging.h (the next batch uploaded during a step): its copies
+// start after an event recorded on the compute stream, and a block freed
+// while such a copy may still write it makes the compute stream wait for
+// the copies first, so compute-stream order still holds for every reuse.
 #pragma once
 #include <cstddef>
 

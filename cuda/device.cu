@@ -36,6 +36,10 @@ class CudaMemory final : public MemoryBackend {
   }
   void set_zero(void* dst, size_t n, int) override { CUDA_CHECK(cudaMemsetAsync(dst, 0, n, compute_stream())); }
   void synchronize(int) override { wait_for_stream(compute_stream()); }
+  void copy_from_host_ahead(void* dst, const void* src, size_t n, int) override {
+    cuda::copy_from_host_ahead(dst, src, n);
+  }
+  void finish_copies_ahead(int) override { cuda::finish_copies_ahead(); }
 };
 
 // Launched by nobody: init() asks the runtime for its attributes, which fails

@@ -5,7 +5,9 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <unordered_set>
 
+#include "cuda/allocator.h"
 #include "cuda/common.cuh"
 #include "cuda/host_sync.h"
 
@@ -92,5 +94,75 @@ void copy_from_host_async(void* dst, const void* src, size_t n, cudaStream_t str
 }
 
 int64_t staging_wait_count() { return g_staging_waits.load(std::memory_order_relaxed); }
+
+// ---------------------------------------------------------- copies ahead
+namespace {
+
+struct Ahead {
+  std::mutex mu;
+  cudaEvent_t compute_mark = nullptr;  // the compute stream's work before a copy ahead
+  cudaEvent_t copies_done = nullptr;   // the copy stream's work so far
+  std::unordered_set<const void*> unfinished;  // destinations not yet ordered before compute work
+};
+
+// Whether `unfinished` may be non-empty: read without the lock by every
+// deallocation (constant-initialised, so safe from static destructors).
+std::atomic<bool> g_any_unfinished{false};
+
+Ahead& ahead() {
+  static Ahead* a = [] {
+    auto* x = new Ahead();  // never destroyed, as the ring
+    CUDA_CHECK(cudaEventCreateWithFlags(&x->compute_mark, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&x->copies_done, cudaEventDisableTiming));
+    return x;
+  }();
+  return *a;
+}
+
+// The compute stream waits for every copy ahead so far (caller holds a.mu).
+void finish_locked(Ahead& a) {
+  if (a.unfinished.empty()) return;
+  CUDA_CHECK(cudaStreamWaitEvent(compute_stream(), a.copies_done, 0));
+  a.unfinished.clear();
+  g_any_unfinished.store(false, std::memory_order_release);
+}
+
+}  // namespace
+
+cudaStream_t copy_stream() {
+  static cudaStream_t stream = [] {
+    cudaStream_t s = nullptr;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    return s;
+  }();
+  return stream;
+}
+
+void copy_from_host_ahead(void* dst, const void* src, size_t n) {
+  if (n == 0) return;
+  Ahead& a = ahead();
+  std::lock_guard<std::mutex> lock(a.mu);
+  const cudaStream_t copies = copy_stream();
+  CUDA_CHECK(cudaEventRecord(a.compute_mark, compute_stream()));
+  CUDA_CHECK(cudaStreamWaitEvent(copies, a.compute_mark, 0));
+  copy_from_host_async(dst, src, n, copies);
+  CUDA_CHECK(cudaEventRecord(a.copies_done, copies));
+  a.unfinished.insert(dst);
+  g_any_unfinished.store(true, std::memory_order_release);
+}
+
+void finish_copies_ahead() {
+  Ahead& a = ahead();
+  std::lock_guard<std::mutex> lock(a.mu);
+  finish_locked(a);
+}
+
+void order_copies_ahead_before_reuse(const void* block) {
+  if (!block) return;
+  if (!g_any_unfinished.load(std::memory_order_acquire)) return;  // the common case: no lock
+  Ahead& a = ahead();
+  std::lock_guard<std::mutex> lock(a.mu);
+  if (a.unfinished.count(block)) finish_locked(a);
+}
 
 }  // namespace ember::cuda

@@ -23,6 +23,16 @@ struct MemoryBackend {
   virtual void copy_on_device(void* dst, const void* src, size_t nbytes, int device_index) = 0;
   virtual void set_zero(void* dst, size_t nbytes, int device_index) = 0;
   virtual void synchronize(int device_index) = 0;
+  // A host-to-device copy that may overlap the work already queued (a second
+  // stream on a GPU): the data a training step will need next, uploaded
+  // while the current step runs. The destination must not be read before
+  // finish_copies_ahead (freeing it is safe at any time). By default, an
+  // ordinary copy_from_host.
+  virtual void copy_from_host_ahead(void* dst, const void* src, size_t nbytes, int device_index) {
+    copy_from_host(dst, src, nbytes, device_index);
+  }
+  // Work issued from now on sees every copy_from_host_ahead made so far.
+  virtual void finish_copies_ahead(int /*device_index*/) {}
 };
 
 // Registers the backend for a device type (the CPU one is built in).
@@ -32,6 +42,10 @@ bool has_memory_backend(DeviceType type);
 
 // Copies nbytes between any two devices (through the host when needed).
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes);
+// The MemoryBackend's copy_from_host_ahead / finish_copies_ahead for `device`
+// (a plain copy, and nothing, on the CPU).
+void copy_from_host_ahead(void* dst, Device dst_dev, const void* src, size_t nbytes);
+void finish_copies_ahead(Device device);
 
 // Statistics of the CPU caching allocator.
 struct HostAllocatorStats {

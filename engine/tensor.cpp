@@ -89,6 +89,14 @@ Tensor Tensor::to(Device dev) const {
   return out;
 }
 
+Tensor Tensor::to_ahead(Device dev) const {
+  EMBER_CHECK(device().is_cpu(), "to_ahead: ", str(), " is not on the host");
+  if (dev.is_cpu()) return *this;
+  Tensor out = empty(shape(), dtype(), dev);
+  copy_from_host_ahead(out.raw_data(), dev, raw_data(), nbytes());
+  return out;
+}
+
 Tensor Tensor::clone() const {
   Tensor out = empty(shape(), dtype(), device());
   copy_bytes(out.raw_data(), device(), raw_data(), device(), nbytes());

@@ -82,6 +82,10 @@ class Tensor {
 
   // ---- copies and views
   Tensor to(Device device) const;       // same tensor if already there
+  // A host tensor's copy on `device`, uploaded while the work already queued
+  // runs (memory.h's copy_from_host_ahead): not to be used until
+  // finish_copies_ahead(device). The next training batch, fetched one step early.
+  Tensor to_ahead(Device device) const;
   Tensor clone() const;                  // deep copy, same device, no autograd history
   Tensor detach() const;                 // shares storage, no autograd history
   Tensor view(const Shape& shape) const; // shares storage; one dimension may be -1 via view_infer

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <sys/stat.h>
 
+#include "apps/common/batch_prefetch.h"
 #include "apps/common/fit_helpers.h"
 #include "apps/common/progress.h"
 #include "apps/common/step_stats.h"
@@ -68,12 +69,14 @@ Accuracy evaluate_accuracy(net::Module& model, BatchSource& source, Device devic
   const bool was_training = model.is_training();
   model.eval();
   NoGradGuard no_grad;
-  source.start_epoch(0);
+  BatchPrefetcher batches(source, device, true);  // the next batch uploads while this one runs
+  batches.start_epoch(0);
   data::Batch b;
+  DeviceBatch on_device;
   double correct = 0, top5 = 0, total = 0;
   int64_t classes = 0;
-  while (source.next(b)) {
-    const Tensor logits = model(b.images.to(device));
+  while (batches.next(b, on_device)) {
+    const Tensor logits = model(batches.uploads() ? on_device.images : b.images.to(device));
     const TopHits hits = count_top_hits(logits, b.labels);
     correct += double(hits.top1);
     top5 += double(hits.top5);
@@ -311,12 +314,15 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
 
   int64_t global_step = start.global_step;
   double lr = schedule.lr_at(global_step), momentum = schedule.momentum_at(global_step);
+  // On a GPU each batch is uploaded during the step before it (mixup and
+  // cutmix mix on the host, then upload: not ahead).
+  BatchPrefetcher batches(train, o.device, o.upload_ahead && !o.mix.enabled());
   model.train();
   for (int epoch = start.epoch; epoch < o.num_epochs && !result.interrupted_by; ++epoch) {
     const auto epoch_start = Clock::now();
     const int64_t first_batch = epoch == start.epoch ? start.batch : 0;
     if (split) set_backbone(epoch);
-    train.start_epoch(epoch, first_batch);
+    batches.start_epoch(epoch, first_batch);
     if (const int size = train.image_size(epoch); size > 0 && (epoch == start.epoch || size != train.image_size(epoch - 1)))
       std::fprintf(o.log, "Epoch[%d] Image size=%d\n", epoch, size);
     Interval interval;
@@ -356,9 +362,10 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
       epoch_correct += r.correct;
     };
     data::Batch b;
+    DeviceBatch on_device;  // b on the device, uploaded during the step before (a GPU without mixup)
     for (;;) {
       const auto wait_start = Clock::now();
-      if (!train.next(b)) break;
+      if (!batches.next(b, on_device)) break;
       data_wait += seconds_since(wait_start);
       Tensor logits, loss;
       Tensor count_labels;  // what training accuracy is counted against, on the device
@@ -379,8 +386,8 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
           count_labels = b.labels.to(o.device);
         }
       } else {
-        count_labels = b.labels.to(o.device);
-        logits = model(b.images.to(o.device));
+        count_labels = batches.uploads() ? on_device.labels : b.labels.to(o.device);
+        logits = model(batches.uploads() ? on_device.images : b.images.to(o.device));
         loss = ops::cross_entropy(logits, count_labels, o.label_smoothing);  // f32 in both precisions
       }
       opt.zero_grad();
@@ -452,7 +459,7 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
       auto here = [&] {
         read_stats();
         TrainingPosition p;
-        p.epoch = epoch, p.batch = train.position(), p.global_step = global_step, p.elapsed_seconds = elapsed();
+        p.epoch = epoch, p.batch = batches.position(), p.global_step = global_step, p.elapsed_seconds = elapsed();
         p.epoch_samples = epoch_samples, p.epoch_correct = epoch_correct, p.epoch_loss_sum = epoch_loss_sum;
         return p;
       };
@@ -462,15 +469,15 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
         std::fprintf(o.log, "Stopping at Epoch[%d] Batch [%lld] (step %lld): %s received\n", epoch,
                      (long long)batch_index, (long long)global_step, sig == SIGINT ? "SIGINT (Ctrl-C)" : "SIGTERM");
         if (!o.model_prefix.empty()) {
-          save_checkpoint(step_checkpoint_path(o.model_prefix, epoch, train.position()), here());
+          save_checkpoint(step_checkpoint_path(o.model_prefix, epoch, batches.position()), here());
           if (rank0) std::fprintf(o.log, "Resume with: %s\n", o.resume_command.c_str());
         } else {
           std::fprintf(o.log, "No --model-prefix: nothing was saved\n");
         }
         break;
       }
-      if (o.checkpoint_steps > 0 && global_step % o.checkpoint_steps == 0 && train.position() < steps_per_epoch)
-        save_checkpoint(step_checkpoint_path(o.model_prefix, epoch, train.position()), here());
+      if (o.checkpoint_steps > 0 && global_step % o.checkpoint_steps == 0 && batches.position() < steps_per_epoch)
+        save_checkpoint(step_checkpoint_path(o.model_prefix, epoch, batches.position()), here());
     }
     if (result.interrupted_by) break;
     read_stats();

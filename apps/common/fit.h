@@ -70,6 +70,9 @@ struct FitOptions {
   std::string model_prefix;    // empty: no checkpoints
   int64_t eval_batch_size = 500;
   Device device = Device::cpu();
+  // On a GPU, each batch's upload runs on a second stream during the step
+  // before it (apps/common/batch_prefetch.h); false: at the start of its step.
+  bool upload_ahead = true;
   std::vector<std::pair<std::string, std::string>> checkpoint_metadata;
   std::FILE* log = stdout;
   // f32, or f16 / bf16: mixed precision (net/mixed_precision.h). fit

@@ -36,6 +36,9 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "cuda/sim/touch.h"
+
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
@@ -298,8 +301,18 @@ inline T from_bits(unsigned long long b) noexcept {
 }
 
 // ------------------------------------------------------------------ launch
+// Memory a launch touches, for the stream-order checker (stream_order.cpp):
+// each pointer argument; a pointer to const reads, any other writes.
+template <typename T>
+constexpr Touch touch_of(const T& v) {
+  if constexpr (std::is_pointer_v<T>)
+    return Touch{static_cast<const void*>(v), !std::is_const_v<std::remove_pointer_t<T>>};
+  else
+    return Touch{};
+}
+
 void launch_impl(void (*run)(void*), void* ctx, const void* kernel, dim3 grid, dim3 block, size_t smem,
-                 cudaStream_t stream);
+                 cudaStream_t stream, const Touch* touches, size_t touch_count);
 
 template <typename Ctx>
 void run_kernel(void* p) noexcept {
@@ -320,7 +333,11 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaS
     std::tuple<std::decay_t<Params>...> args;
   };
   Ctx ctx{kernel, std::tuple<std::decay_t<Params>...>(std::forward<Args>(args)...)};
-  detail::launch_impl(&detail::run_kernel<Ctx>, &ctx, reinterpret_cast<const void*>(kernel), grid, block, smem, stream);
+  const auto touches = std::apply(
+      [](const auto&... a) { return std::array<detail::Touch, sizeof...(Params) + 1>{detail::touch_of(a)...}; },
+      ctx.args);
+  detail::launch_impl(&detail::run_kernel<Ctx>, &ctx, reinterpret_cast<const void*>(kernel), grid, block, smem, stream,
+                      touches.data(), sizeof...(Params));
 }
 
 }  // namespace cudasim

@@ -5,7 +5,21 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <chrono>
 #include <string>
+
+#include "cuda/sim/touch.h"
+
+// The emulator's streams and events (runtime.cpp makes them).
+struct CUstream_st {
+  unsigned flags = 0;
+  int priority = 0;
+};
+struct CUevent_st {
+  unsigned flags = 0;
+  bool recorded = false;
+  std::chrono::steady_clock::time_point time{};
+};
 
 namespace cudasim::detail {
 
@@ -29,6 +43,24 @@ bool valid_stream(cudaStream_t stream);
 // The cudaMalloc (or cudaMallocHost) block holding p: [*lo, *hi). False if
 // p is in none (runtime.cpp).
 bool device_block_of(const void* p, uintptr_t* lo, uintptr_t* hi);
+
+// ------------------------------------------------------- stream_order.cpp
+// The stream-order checker (see stream_order.cpp). Each operation queued on
+// a stream is checked and recorded; a race makes it fail (the return value,
+// set as the last error) before it runs.
+struct Op {
+  enum class Kind { kernel, copy, fill } kind;
+  const void* kernel = nullptr;  // Kind::kernel: the __global__ function
+};
+cudaError_t stream_order_operation(cudaStream_t stream, const Op& op, const Touch* touches, size_t n);
+void stream_order_record(cudaEvent_t event, cudaStream_t stream);
+void stream_order_wait_event(cudaStream_t stream, cudaEvent_t event);
+void stream_order_host_waits_stream(cudaStream_t stream);
+void stream_order_host_waits_event(cudaEvent_t event);
+void stream_order_host_waits_all();
+void stream_order_forget_block(uintptr_t base);  // cudaFree, cudaFreeHost
+void stream_order_forget_event(cudaEvent_t event);
+void stream_order_forget_stream(cudaStream_t stream);
 
 // The demangled name of the function at `fn` (scheduler.cpp).
 std::string function_name(const void* fn);

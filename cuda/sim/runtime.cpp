@@ -29,16 +29,6 @@
 
 #include "cuda/sim/internal.h"
 
-struct CUstream_st {
-  unsigned flags = 0;
-  int priority = 0;
-};
-struct CUevent_st {
-  unsigned flags = 0;
-  bool recorded = false;
-  std::chrono::steady_clock::time_point time{};
-};
-
 namespace cudasim::detail {
 namespace {
 
@@ -295,6 +285,8 @@ void* allocate(size_t size, Kind kind) {
 cudaError_t release(const char* call, void* p, Kind kind) {
   if (!p) return cudaSuccess;
   Memory& m = memory();
+  bool found = false;
+  const uintptr_t base = uintptr_t(p);  // the block's key in the stream-order history
   {
     std::lock_guard<std::mutex> lock(m.mu);
     const auto it = m.blocks.find(uintptr_t(p));
@@ -302,8 +294,13 @@ cudaError_t release(const char* call, void* p, Kind kind) {
       if (kind == Kind::device) m.device_bytes -= it->second.size;
       m.blocks.erase(it);
       std::free(p);
-      return cudaSuccess;
+      found = true;
     }
+  }
+  if (found) {  // cudaFree and cudaFreeHost wait for the device; the block's history goes with it
+    stream_order_host_waits_all();
+    stream_order_forget_block(base);
+    return cudaSuccess;
   }
   return set_error(cudaErrorInvalidValue, fmt("cudasim: %s(%p): not a pointer returned by %s", call, p,
                                               kind == Kind::device ? "cudaMalloc" : "cudaMallocHost/cudaHostAlloc"));
@@ -373,6 +370,8 @@ cudaError_t copy(const char* fn, void* dst, const void* src, size_t count, cudaM
       kind == cudaMemcpyDefault ? is_device(src) : (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice);
   if (cudaError_t e = check_range(call.c_str(), "destination", dst, count, dst_dev)) return e;
   if (cudaError_t e = check_range(call.c_str(), "source", src, count, src_dev)) return e;
+  const Touch touches[2] = {{src, false}, {dst, true}};
+  if (cudaError_t e = stream_order_operation(stream, Op{Op::Kind::copy}, touches, 2)) return e;
   std::memmove(dst, src, count);
   return cudaSuccess;
 }
@@ -383,6 +382,8 @@ cudaError_t fill(const char* fn, void* dst, int value, size_t count, cudaStream_
   if (count == 0) return cudaSuccess;
   const std::string call = fmt("%s(%zu bytes)", fn, count);
   if (cudaError_t e = check_range(call.c_str(), "destination", dst, count, true)) return e;
+  const Touch touch{dst, true};
+  if (cudaError_t e = stream_order_operation(stream, Op{Op::Kind::fill}, &touch, 1)) return e;
   std::memset(dst, value, count);
   return cudaSuccess;
 }
@@ -503,7 +504,10 @@ cudaError_t cudaGetDevice(int* device) {
   *device = 0;
   return cudaSuccess;
 }
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) {
+  stream_order_host_waits_all();
+  return cudaSuccess;
+}
 cudaError_t cudaDeviceReset(void) { return cudaSuccess; }
 cudaError_t cudaDriverGetVersion(int* version) {
   if (!version) return set_error(cudaErrorInvalidValue, "cudasim: cudaDriverGetVersion: a null pointer");
@@ -764,29 +768,41 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes* attributes, c
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
-  return copy("cudaMemcpy", dst, src, count, kind, nullptr);
+  const cudaError_t e = copy("cudaMemcpy", dst, src, count, kind, nullptr);
+  stream_order_host_waits_stream(nullptr);
+  return e;
 }
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream) {
   return copy("cudaMemcpyAsync", dst, src, count, kind, stream);
 }
-cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
-                         enum cudaMemcpyKind kind) {
+namespace {
+cudaError_t copy_2d(const char* fn, void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                    size_t height, enum cudaMemcpyKind kind, cudaStream_t stream) {
+  if (!valid_stream(stream)) return bad_stream(fn);
   if (width > dpitch || width > spitch)
     return set_error(cudaErrorInvalidPitchValue,
-                     fmt("cudasim: cudaMemcpy2D: width %zu exceeds a pitch (%zu, %zu)", width, dpitch, spitch));
+                     fmt("cudasim: %s: width %zu exceeds a pitch (%zu, %zu)", fn, width, dpitch, spitch));
   for (size_t r = 0; r < height; ++r)
-    if (cudaError_t e = copy("cudaMemcpy2D", static_cast<char*>(dst) + r * dpitch,
-                             static_cast<const char*>(src) + r * spitch, width, kind, nullptr))
+    if (cudaError_t e = copy(fn, static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch,
+                             width, kind, stream))
       return e;
   return cudaSuccess;
 }
+}  // namespace
+cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                         enum cudaMemcpyKind kind) {
+  const cudaError_t e = copy_2d("cudaMemcpy2D", dst, dpitch, src, spitch, width, height, kind, nullptr);
+  stream_order_host_waits_stream(nullptr);
+  return e;
+}
 cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
                               enum cudaMemcpyKind kind, cudaStream_t stream) {
-  if (!valid_stream(stream)) return bad_stream("cudaMemcpy2DAsync");
-  return cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind);
+  return copy_2d("cudaMemcpy2DAsync", dst, dpitch, src, spitch, width, height, kind, stream);
 }
 cudaError_t cudaMemset(void* devPtr, int value, size_t count) {
-  return fill("cudaMemset", devPtr, value, count, nullptr);
+  const cudaError_t e = fill("cudaMemset", devPtr, value, count, nullptr);
+  stream_order_host_waits_stream(nullptr);
+  return e;
 }
 cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t stream) {
   return fill("cudaMemsetAsync", devPtr, value, count, stream);
@@ -830,13 +846,19 @@ cudaError_t cudaStreamCreateWithPriority(cudaStream_t* pStream, unsigned int fla
   return create_stream(pStream, flags, priority);
 }
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  if (valid_stream(stream)) stream_order_forget_stream(stream);
   return destroy_handle(handles().streams, stream) ? cudaSuccess : bad_stream("cudaStreamDestroy");
 }
+// All work has run already: a wait or a query teaches the host the stream's clock.
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-  return valid_stream(stream) ? cudaSuccess : bad_stream("cudaStreamSynchronize");
+  if (!valid_stream(stream)) return bad_stream("cudaStreamSynchronize");
+  stream_order_host_waits_stream(stream);
+  return cudaSuccess;
 }
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
-  return valid_stream(stream) ? cudaSuccess : bad_stream("cudaStreamQuery");
+  if (!valid_stream(stream)) return bad_stream("cudaStreamQuery");
+  stream_order_host_waits_stream(stream);
+  return cudaSuccess;
 }
 cudaError_t cudaStreamGetFlags(cudaStream_t stream, unsigned int* flags) {
   if (!valid_stream(stream)) return bad_stream("cudaStreamGetFlags");
@@ -846,6 +868,7 @@ cudaError_t cudaStreamGetFlags(cudaStream_t stream, unsigned int* flags) {
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int) {
   if (!valid_stream(stream)) return bad_stream("cudaStreamWaitEvent");
   if (!valid_event(event)) return bad_event("cudaStreamWaitEvent");
+  stream_order_wait_event(stream, event);
   return cudaSuccess;
 }
 
@@ -857,6 +880,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
 }
 cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  if (valid_event(event)) stream_order_forget_event(event);
   return destroy_handle(handles().events, event) ? cudaSuccess : bad_event("cudaEventDestroy");
 }
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
@@ -864,15 +888,22 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (!valid_event(event)) return bad_event("cudaEventRecord");
   event->time = std::chrono::steady_clock::now();
   event->recorded = true;
+  stream_order_record(event, stream);
   return cudaSuccess;
 }
 cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int) {
   return cudaEventRecord(event, stream);
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  return valid_event(event) ? cudaSuccess : bad_event("cudaEventSynchronize");
+  if (!valid_event(event)) return bad_event("cudaEventSynchronize");
+  stream_order_host_waits_event(event);
+  return cudaSuccess;
 }
-cudaError_t cudaEventQuery(cudaEvent_t event) { return valid_event(event) ? cudaSuccess : bad_event("cudaEventQuery"); }
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  if (!valid_event(event)) return bad_event("cudaEventQuery");
+  stream_order_host_waits_event(event);
+  return cudaSuccess;
+}
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
   if (!ms) return set_error(cudaErrorInvalidValue, "cudasim: cudaEventElapsedTime: a null pointer");
   if (!valid_event(start) || !valid_event(end)) return bad_event("cudaEventElapsedTime");

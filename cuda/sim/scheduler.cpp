@@ -1034,7 +1034,7 @@ std::string check_config(dim3 grid, dim3 block) {
 }  // namespace
 
 void launch_impl(void (*run)(void*), void* ctx, const void* kernel, dim3 grid, dim3 block, size_t smem,
-                 cudaStream_t stream) {
+                 cudaStream_t stream, const Touch* touches, size_t touch_count) {
   if (t_in_launch) {
     set_error(cudaErrorNotSupported, "cudasim: a kernel launched a kernel (dynamic parallelism is not emulated)");
     return;
@@ -1055,6 +1055,7 @@ void launch_impl(void (*run)(void*), void* ctx, const void* kernel, dim3 grid, d
     set_error(cudaErrorInvalidResourceHandle, "cudasim: launch on a stream that does not exist (destroyed?)");
     return;
   }
+  if (stream_order_operation(stream, Op{Op::Kind::kernel, kernel}, touches, touch_count) != cudaSuccess) return;
 
   std::lock_guard<std::mutex> lock(st.mu);
   configure_from_environment();
