@@ -179,8 +179,13 @@ LabOp make_op(const std::string& name, const Shape& s, std::vector<std::unique_p
         v = cuda::lab::GemmVersion::naive_cols;
       else if (version == "shared_tiles")
         v = cuda::lab::GemmVersion::shared_tiles;
+      else if (version == "vector_tiles")
+        v = cuda::lab::GemmVersion::vector_tiles;
+      else if (version == "vector_double")
+        v = cuda::lab::GemmVersion::vector_double;
       else
-        fail(cat("--op ", name, ": unknown GEMM version ", version, " (naive_rows, naive_cols, shared_tiles)"));
+        fail(cat("--op ", name, ": unknown GEMM version ", version,
+                 " (naive_rows, naive_cols, shared_tiles, vector_tiles, vector_double)"));
       op.run_cuda = [=] {
         cuda::lab::gemm_version(v, bx, by, M, N, K, static_cast<const float*>(a->dev), static_cast<const float*>(b->dev),
                                 static_cast<float*>(c->dev), nullptr);
@@ -400,7 +405,8 @@ int run(int argc, char** argv) {
   f.add("op", &op_flag, "gemm, conv2d_forward, conv2d_backward_data, conv2d_backward_filter, "
                         "batch_norm_forward_train, batch_norm_backward_train, add_relu, or all; "
                         "gemm/<version>/<bx>x<by> for a rung of the GEMM ladder (naive_cols, naive_rows, "
-                        "shared_tiles: cuda/lab/gemm_versions.cu), gemm-ladder for every rung at three block sizes; "
+                        "shared_tiles, vector_tiles, vector_double: cuda/lab/gemm_versions.cu), gemm-ladder for every "
+                        "rung at three block sizes; "
                         "gemm/tensor/<variant> (--dtype f16) for a tensor-core variant "
                         "(cuda/lab/gemm_tensor_versions.cu), gemm-tensor-ladder for all of them; "
                         "bn_stats/<version>/<threads> for a rung of the batch-norm statistics ladder (two_pass, "
@@ -443,7 +449,9 @@ int run(int argc, char** argv) {
     for (const char* b : {"32x8", "16x16", "8x32"}) names.push_back(cat("gemm/naive_cols/", b));
     for (const char* b : {"32x8", "16x16", "8x32"}) names.push_back(cat("gemm/naive_rows/", b));
     for (const char* b : {"8x8", "16x16", "32x32"}) names.push_back(cat("gemm/shared_tiles/", b));
-    names.push_back("gemm");
+    names.push_back("gemm");  // ember's: register tiles, the next tile prefetched into registers
+    for (const char* v : {"vector_tiles", "vector_double"})
+      for (const char* b : {"16x16", "32x8", "8x32"}) names.push_back(cat("gemm/", v, "/", b));
   } else if (op_flag == "conv-ladder") {  // the direct loop, ember's implicit GEMM, the tap table
     names.assign({"conv2d_forward/direct", "conv2d_forward", "conv2d_forward/tap_table"});
   } else if (op_flag == "bn-stats-ladder") {  // every version at three block sizes, then ember's kernel

@@ -174,3 +174,28 @@ void dispatch_float_half(DType dt, const char* kernel, F&& f) {
   extern __shared__ __align__(16) unsigned char ember_smem_[]; \
   T* name = reinterpret_cast<T*>(ember_smem_)
 #endif
+
+namespace ember::cuda {
+
+// One 16-byte load or store (ld/st .v4.f32): p must be 16-byte aligned. On
+// the emulator a single 16-byte memcpy, so that its profiler sees one
+// 16-byte access per lane as a GPU makes it (the host compiler splits a
+// float4 copy into four 4-byte accesses).
+__device__ __forceinline__ float4 load_vec4(const float* p) {
+#if defined(EMBER_CUDASIM)
+  float4 v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+#else
+  return *reinterpret_cast<const float4*>(p);
+#endif
+}
+__device__ __forceinline__ void store_vec4(float* p, float4 v) {
+#if defined(EMBER_CUDASIM)
+  __builtin_memcpy(p, &v, sizeof v);
+#else
+  *reinterpret_cast<float4*>(p) = v;
+#endif
+}
+
+}  // namespace ember::cuda

@@ -104,9 +104,10 @@ bool is_position_independent(const char* path) {
 
 // Runs addr2line on `file` for the file addresses in `addrs`; returns, per
 // address, "file:line (function)": the innermost inlined frame outside
-// /usr/ (the project's own code, not libstdc++'s or CUDA's headers) if
-// there is one, else the innermost; paths under the working directory are
-// made relative to it.
+// /usr/ (the project's own code, not libstdc++'s or CUDA's headers) and
+// outside cuda/common.cuh (its access helpers, load_vec4 and the like,
+// belong to the line that calls them) if there is one, else the innermost;
+// paths under the working directory are made relative to it.
 std::vector<std::string> addr2line(const std::string& file, const std::vector<uintptr_t>& addrs) {
   std::vector<std::string> out(addrs.size());
   char list[] = "/tmp/cudasim_profile_XXXXXX";
@@ -125,7 +126,8 @@ std::vector<std::string> addr2line(const std::string& file, const std::vector<ui
       if (current < 0 || current >= long(out.size()) || frames.empty()) return;
       const auto* pick = &frames.front();
       for (const auto& fr : frames)
-        if (!fr.second.empty() && fr.second.rfind("/usr/", 0) != 0 && fr.second[0] != '?') {
+        if (!fr.second.empty() && fr.second.rfind("/usr/", 0) != 0 && fr.second[0] != '?' &&
+            fr.second.rfind("cuda/common.cuh", 0) != 0) {
           pick = &fr;
           break;
         }

@@ -147,10 +147,11 @@ Space classify(Profiler& p, uintptr_t a, uintptr_t* base) {
   return Space::other;
 }
 
-// The distinct bytes of the members' ranges.
-uint64_t distinct_bytes(Profiler& p, const std::vector<Member>& ms) {
+// The distinct bytes of the ranges of the members in lanes [lane_lo, lane_hi).
+uint64_t distinct_bytes(Profiler& p, const std::vector<Member>& ms, unsigned lane_lo = 0, unsigned lane_hi = 32) {
   p.ranges.clear();
-  for (const Member& m : ms) p.ranges.emplace_back(m.offset, m.offset + m.size);
+  for (const Member& m : ms)
+    if (m.lane >= lane_lo && m.lane < lane_hi) p.ranges.emplace_back(m.offset, m.offset + m.size);
   std::sort(p.ranges.begin(), p.ranges.end());
   uint64_t total = 0, end = 0;
   bool any = false;
@@ -214,8 +215,15 @@ AccessCounts count_shared(Profiler& p, const std::vector<Member>& ms) {
     widest = std::max(widest, m.size);
   }
   const unsigned lanes_per_phase = widest <= 4 ? 32 : widest <= 8 ? 16 : 8;
-  for (unsigned lo = 0; lo < 32; lo += lanes_per_phase) c.units += phase_wavefronts(p, ms, lo, lo + lanes_per_phase);
-  c.ideal_units = std::max<uint64_t>(1, (distinct_bytes(p, ms) + 127) / 128);
+  // The ideal: each phase that has lanes takes at least one wavefront (a
+  // warp of distinct float4s takes 4 however they are laid out), and no
+  // fewer than its distinct bytes / 128. Wavefronts beyond it are conflicts.
+  for (unsigned lo = 0; lo < 32; lo += lanes_per_phase) {
+    const uint64_t w = phase_wavefronts(p, ms, lo, lo + lanes_per_phase);
+    c.units += w;
+    if (w > 0) c.ideal_units += std::max<uint64_t>(1, (distinct_bytes(p, ms, lo, lo + lanes_per_phase) + 127) / 128);
+  }
+  c.ideal_units = std::max<uint64_t>(1, c.ideal_units);
   return c;
 }
 

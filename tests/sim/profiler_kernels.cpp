@@ -48,6 +48,22 @@ __global__ void shared_double_stride2_kernel(double* y) {
   y[lane] = v + u;
 }
 
+// y: [32 * 4]
+__global__ void shared_float4_kernel(float* y) {
+  __shared__ float4 tile4[64];  // float4 elements: 16-byte aligned
+  float* tile = reinterpret_cast<float*>(tile4);
+  const unsigned lane = threadIdx.x;
+  using ember::cuda::load_vec4;
+  ember::cuda::store_vec4(tile + 4 * lane, make_float4(lane, lane, lane, lane));      // profile: float4 store
+  ember::cuda::store_vec4(tile + 128 + 4 * lane, make_float4(lane, lane, lane, lane));
+  __syncthreads();
+  const float4 a = load_vec4(tile + 4 * lane);  // profile: float4 contiguous
+  // lanes l and l + 4 of a quarter-warp meet the same 4 banks: 2-way
+  const float4 b = load_vec4(tile + 8 * lane);  // profile: float4 stride 2
+  const float4 c = load_vec4(tile + 4);         // profile: float4 broadcast
+  ember::cuda::store_vec4(y + 4 * lane, make_float4(a.x + b.y, a.y + c.z, a.z, a.w));
+}
+
 // x, y: [threads]
 __global__ void half_warp_kernel(const float* x, float* y, int threads) {
   const unsigned i = blockIdx.x * blockDim.x + threadIdx.x, lane = threadIdx.x & 31;
@@ -84,6 +100,7 @@ void shared_transpose(const float* x, float* y, bool padded) {
 void shared_double_stride2(double* y) {
   ember::cuda::launch(shared_double_stride2_kernel, dim3(1), dim3(32), 0, nullptr, y);
 }
+void shared_float4(float* y) { ember::cuda::launch(shared_float4_kernel, dim3(1), dim3(32), 0, nullptr, y); }
 void half_warp(const float* x, float* y, int threads) {
   ember::cuda::launch(half_warp_kernel, dim3((threads + 63) / 64), dim3(64), 0, nullptr, x, y, threads);
 }

@@ -20,6 +20,10 @@ void shared_transpose(const float* x, float* y, bool padded);
 // hits every bank twice, 2-way; then a read whose half-warps conflict
 // differently (17 wavefronts). y: [32].
 void shared_double_stride2(double* y);
+// 16-byte shared accesses (float4, cuda::load_vec4) are served a quarter-warp
+// at a time: 4 wavefronts for a warp of distinct float4s, contiguous or a
+// broadcast (the ideal); 8 when lanes l and l + 4 share banks. y: [128].
+void shared_float4(float* y);
 // Lanes 0-15 of each warp load and store (16 of 32 lanes active), declare
 // one FLOP each, and shuffle among themselves (mask 0x0000ffff).
 // x, y: [threads].

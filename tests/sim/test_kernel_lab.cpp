@@ -97,7 +97,7 @@ TEST_CASE("kernel_lab_sim: the GEMM ladder: every rung at three block sizes matc
   CHECK(code == 0);
   size_t oks = 0;
   for (size_t p = out.find(": ok"); p != std::string::npos; p = out.find(": ok", p + 1)) ++oks;
-  CHECK(oks == 10);  // 3 + 3 + 3 rungs and ember's GEMM
+  CHECK(oks == 16);  // 3 + 3 + 3 rungs, ember's GEMM, 3 + 3 vector rungs
   // The section of one rung: from its "== name" header to the next.
   auto section = [&](const std::string& name) {
     const size_t at = out.find("== " + name + " ");
@@ -114,6 +114,24 @@ TEST_CASE("kernel_lab_sim: the GEMM ladder: every rung at three block sizes matc
   const std::string bad = run_lab({"--op", "gemm/shared_tiles/16x8"}, &code);
   CHECK(code == 2);
   CHECK(bad.find("the block must be square") != std::string::npos);
+  // the vector rungs: float4 shared loads (4 wavefronts, the ideal), conflict-free
+  // transposed stores, and one barrier a step instead of two with two buffers
+  for (const char* b : {"16x16", "32x8", "8x32"})
+    for (const char* v : {"vector_tiles", "vector_double"}) {
+      const std::string sec = section(std::string("gemm/") + v + "/" + b);
+      CAPTURE(sec);
+      CHECK(sec.find("4.00 wavefronts/request (ideal 4.00): no bank conflicts") != std::string::npos);
+      CHECK(sec.find("shared stores") != std::string::npos);
+      CHECK(sec.find("-way bank conflicts") == std::string::npos);
+    }
+  CHECK(section("gemm/vector_tiles/16x16").find(" 12 barriers") != std::string::npos);  // 2 blocks x 3 steps x 2
+  CHECK(section("gemm/vector_double/16x16").find(" 8 barriers") != std::string::npos);  // 2 x (1 + 3)
+  const std::string odd = run_lab({"--op", "gemm/vector_tiles/16x16", "--ncols", "90"}, &code);
+  CHECK(code == 2);
+  CHECK(odd.find("N = 90 and K = ") != std::string::npos);
+  CHECK(odd.find("must be multiples of 4") != std::string::npos);
+  CHECK(run_lab({"--op", "gemm/vector_double/16x8"}, &code).find("expected 16x16, 32x8 or 8x32") != std::string::npos);
+  CHECK(code == 2);
 }
 
 TEST_CASE("kernel_lab_sim: the batch-norm statistics ladder: two passes, the naive one pass, Welford, ember's" * kLab) {

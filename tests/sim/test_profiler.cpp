@@ -173,6 +173,29 @@ TEST_CASE("cudasim profiler: 8-byte shared accesses are served a half-warp at a 
   CHECK(k.counts.global_store.units == 8);
 }
 
+TEST_CASE("cudasim profiler: 16-byte shared accesses are served a quarter-warp at a time" * kInstrumented) {
+  Device<float> y(128);
+  Profiling on;
+  profiler_kernels::shared_float4(y.p);
+  const auto k = kernel_named("shared_float4_kernel");
+  const auto& store = line_at(k, line_of("float4 store")).counts.shared_store;
+  CHECK(store.requests == 1);
+  CHECK(store.units == 4);  // 512 bytes, 128 a wavefront
+  CHECK(store.ideal_units == 4);
+  const auto& contiguous = line_at(k, line_of("float4 contiguous")).counts.shared_load;
+  CHECK(contiguous.units == 4);
+  CHECK(contiguous.ideal_units == 4);
+  const auto& stride2 = line_at(k, line_of("float4 stride 2")).counts.shared_load;
+  CHECK(stride2.units == 8);
+  CHECK(stride2.ideal_units == 4);
+  // one float4 for all: still one wavefront per quarter-warp, and no conflict
+  const auto& broadcast = line_at(k, line_of("float4 broadcast")).counts.shared_load;
+  CHECK(broadcast.units == 4);
+  CHECK(broadcast.ideal_units == 4);
+  CHECK(k.counts.global_store.requests == 1);
+  CHECK(k.counts.global_store.units == 16);  // 16 bytes a lane: 512 bytes, 16 sectors
+}
+
 TEST_CASE("cudasim profiler: a half-divergent warp: 16 active lanes, declared FLOPs, shuffle lanes" * kInstrumented) {
   const int threads = 256;
   Device<float> x(threads), y(threads);
