@@ -412,8 +412,8 @@ int run(int argc, char** argv) {
                         "bn_stats/<version>/<threads> for a rung of the batch-norm statistics ladder (two_pass, "
                         "naive_one_pass, welford: cuda/lab/batch_norm_versions.cu), bn_stats/ember for ember's "
                         "kernel, bn-stats-ladder for all of them; conv2d_forward/<version> for a rung of the "
-                        "convolution ladder (direct, tap_table: cuda/lab/conv_versions.cu), conv-ladder for both "
-                        "around ember's conv2d_forward");
+                        "convolution ladder (direct, tap_table, column_once: cuda/lab/conv_versions.cu), conv-ladder "
+                        "for all of them with ember's conv2d_forward");
   f.group("gemm shape");
   f.add("m", &s.m, "rows of A and C");
   f.add("ncols", &s.n_gemm, "columns of B and C");
@@ -453,7 +453,7 @@ int run(int argc, char** argv) {
     for (const char* v : {"vector_tiles", "vector_double"})
       for (const char* b : {"16x16", "32x8", "8x32"}) names.push_back(cat("gemm/", v, "/", b));
   } else if (op_flag == "conv-ladder") {  // the direct loop, ember's implicit GEMM, the tap table
-    names.assign({"conv2d_forward/direct", "conv2d_forward", "conv2d_forward/tap_table"});
+    names.assign({"conv2d_forward/direct", "conv2d_forward", "conv2d_forward/tap_table", "conv2d_forward/column_once"});
   } else if (op_flag == "bn-stats-ladder") {  // every version at three block sizes, then ember's kernel
     for (const char* v : {"two_pass", "naive_one_pass", "welford"})
       for (const char* t : {"64", "256", "1024"}) names.push_back(cat("bn_stats/", v, "/", t));

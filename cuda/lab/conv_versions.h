@@ -16,9 +16,10 @@ namespace ember::cuda::lab {
 enum class ConvVersion {
   direct,     // one thread per output, loops over (c, r, s): every weight and input re-read per output
   tap_table,  // ember's implicit GEMM with the gathers' (c, r, s) decode replaced by a table of per-tap offsets
+  column_once,  // ... and each thread's column (n, p, q) decoded once, not per element: no decode in the k loop
 };
 const char* conv_version_name(ConvVersion v);
-// "direct" | "tap_table"; throws naming the value otherwise.
+// "direct" | "tap_table" | "column_once"; throws naming the value otherwise.
 ConvVersion parse_conv_version(const char* name);
 
 // y = conv(x, w) for geometry g (groups 1, dilation 1), f32, on the device.

@@ -179,7 +179,8 @@ TEST_CASE("kernel_lab_sim: the batch-norm statistics ladder: two passes, the nai
   CHECK(bad.find("unknown batch-norm statistics version 'kahan'") != std::string::npos);
 }
 
-TEST_CASE("kernel_lab_sim: the convolution ladder: direct, ember's implicit GEMM, the tap table, all match the CPU" *
+TEST_CASE("kernel_lab_sim: the convolution ladder: direct, ember's implicit GEMM, the tap table, the column "
+          "decoded once, all match the CPU" *
           kLab) {
   for (const char* stride : {"1", "2"}) {
     CAPTURE(stride);
@@ -191,11 +192,26 @@ TEST_CASE("kernel_lab_sim: the convolution ladder: direct, ember's implicit GEMM
     CHECK(code == 0);
     size_t oks = 0;
     for (size_t p = out.find(": ok"); p != std::string::npos; p = out.find(": ok", p + 1)) ++oks;
-    CHECK(oks == 3);
+    CHECK(oks == 4);
     CHECK(out.find("== conv2d_forward/direct ") != std::string::npos);
     CHECK(out.find("== conv2d_forward/tap_table ") != std::string::npos);
+    CHECK(out.find("== conv2d_forward/column_once ") != std::string::npos);
     CHECK(out.find("conv_direct_kernel") != std::string::npos);
     CHECK(out.find("TapTableB") != std::string::npos);
+    CHECK(out.find("conv_column_once_kernel") != std::string::npos);
+  }
+  // column_once across several row and k tiles (130 channels out, C*R*S =
+  // 630), a partial column tile, and a 1x1 filter
+  for (const std::vector<std::string>& shape :
+       {std::vector<std::string>{"--n", "2", "--c", "70", "--hw", "9", "--k", "130", "--r", "3", "--stride", "2"},
+        std::vector<std::string>{"--n", "2", "--c", "3", "--hw", "12", "--k", "5", "--r", "1", "--pad", "0"}}) {
+    std::vector<std::string> args = {"--op", "conv2d_forward/column_once", "--lines", "0"};
+    args.insert(args.end(), shape.begin(), shape.end());
+    int code = -1;
+    const std::string out = run_lab(args, &code);
+    INFO(out);
+    CHECK(code == 0);
+    CHECK(out.find(": ok") != std::string::npos);
   }
   int code = -1;
   const std::string bad = run_lab({"--op", "conv2d_forward/winograd"}, &code);
