@@ -1337,6 +1337,21 @@ TEST_CASE("ops: errors name the op and the problem") {
                "cross_entropy: labels must have shape [3], got [2]");
   expect_error([&] { ops::cross_entropy(logits, Tensor::from_vector({0, 1, 2}, {3}, DType::i64), 1.0); },
                "cross_entropy: label_smoothing must be in [0, 1)");
+
+  // count_equal_ (fit's device-side accuracy total)
+  Tensor total = Tensor::zeros({1}, DType::f64);
+  const Tensor idx = Tensor::from_vector({0, 1, 2}, {3}, DType::i64);
+  ops::count_equal_(total, idx, Tensor::from_vector({0, 4, 2}, {3}, DType::i64));
+  CHECK(total.item() == 2.0);
+  expect_error([&] { ops::count_equal_(total, idx, Tensor()); }, "count_equal_: second input is undefined");
+  expect_error([&] { ops::count_equal_(total, idx, Tensor::from_vector({0, 1, 2}, {3}, DType::i32)); },
+               "count_equal_: inputs must be i64, got Tensor[i64 cpu [3]] and Tensor[i32 cpu [3]]");
+  expect_error([&] { ops::count_equal_(total, idx, Tensor::from_vector({0, 1}, {2}, DType::i64)); },
+               "count_equal_: second input must have shape [3], got [2]");
+  Tensor f32_total = Tensor::zeros({1});
+  expect_error([&] { ops::count_equal_(f32_total, idx, idx); },
+               "count_equal_: the total must be f64 [1], got Tensor[f32 cpu [1]]");
+  CHECK(total.item() == 2.0);  // nothing was added by the failed calls
 }
 
 TEST_CASE("ops: labels out of range are an error naming the row") {
@@ -1370,5 +1385,8 @@ TEST_CASE("ops: inputs on different devices are an error") {
                  "batch_norm2d: weight is on cuda:0, input on cpu");
     Tensor labels = Tensor::zeros({1}, DType::i64, Device::cuda(0));
     expect_error([&] { ops::cross_entropy(Tensor::zeros({1, 4}), labels); }, "cross_entropy: labels on cuda:0");
+    Tensor total = Tensor::zeros({1}, DType::f64);
+    expect_error([&] { ops::count_equal_(total, Tensor::zeros({1}, DType::i64), labels); },
+                 "count_equal_: inputs on cpu and cuda:0, total on cpu: all must be on one device");
   }  // the fake-device tensors die before the backend is unregistered
 }
