@@ -153,14 +153,6 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
   }
 }
 
-void copy_from_host_ahead(void* dst, Device dst_dev, const void* src, size_t nbytes) {
-  if (nbytes == 0) return;
-  if (dst_dev.is_cpu())
-    std::memcpy(dst, src, nbytes);
-  else
-    memory_backend(dst_dev.type).copy_from_host_ahead(dst, src, nbytes, dst_dev.index);
-}
-
 void finish_copies_ahead(Device device) {
   if (!device.is_cpu()) memory_backend(device.type).finish_copies_ahead(device.index);
 }

@@ -42,9 +42,8 @@ bool has_memory_backend(DeviceType type);
 
 // Copies nbytes between any two devices (through the host when needed).
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes);
-// The MemoryBackend's copy_from_host_ahead / finish_copies_ahead for `device`
-// (a plain copy, and nothing, on the CPU).
-void copy_from_host_ahead(void* dst, Device dst_dev, const void* src, size_t nbytes);
+// The MemoryBackend's finish_copies_ahead for `device` (nothing on the CPU).
+// Tensor::to_ahead makes the copies.
 void finish_copies_ahead(Device device);
 
 // Statistics of the CPU caching allocator.

@@ -93,7 +93,7 @@ Tensor Tensor::to_ahead(Device dev) const {
   EMBER_CHECK(device().is_cpu(), "to_ahead: ", str(), " is not on the host");
   if (dev.is_cpu()) return *this;
   Tensor out = empty(shape(), dtype(), dev);
-  copy_from_host_ahead(out.raw_data(), dev, raw_data(), nbytes());
+  memory_backend(dev.type).copy_from_host_ahead(out.raw_data(), raw_data(), nbytes(), dev.index);
   return out;
 }
 

@@ -289,7 +289,7 @@ cudaError_t release(const char* call, void* p, Kind kind) {
   const uintptr_t base = uintptr_t(p);  // the block's key in the stream-order history
   {
     std::lock_guard<std::mutex> lock(m.mu);
-    const auto it = m.blocks.find(uintptr_t(p));
+    const auto it = m.blocks.find(base);
     if (it != m.blocks.end() && it->second.kind == kind) {
       if (kind == Kind::device) m.device_bytes -= it->second.size;
       m.blocks.erase(it);

@@ -48,7 +48,6 @@ void merge(Clock& into, const Clock& from) {
 }
 
 struct StreamState {
-  cudaStream_t handle;
   bool blocking;  // waits for, and is waited for by, the legacy stream
   Clock clock;
 };
@@ -77,7 +76,7 @@ struct State {
 State& state() {
   static State* s = [] {
     auto* st = new State;  // never destroyed: streams and frees may come from static destructors
-    st->streams.push_back(StreamState{nullptr, true, {}});
+    st->streams.push_back(StreamState{true, {}});
     return st;
   }();
   return *s;
@@ -90,15 +89,14 @@ int stream_number(State& s, cudaStream_t stream) {
   unsigned flags = 0;
   if (stream != cudaStreamPerThread) flags = stream->flags;
   const int n = int(s.streams.size());
-  s.streams.push_back(StreamState{stream, (flags & cudaStreamNonBlocking) == 0, {}});
+  s.streams.push_back(StreamState{(flags & cudaStreamNonBlocking) == 0, {}});
   s.number.emplace(stream, n);
   return n;
 }
 
 std::string stream_text(const State& s, int n) {
   if (n == 0) return "the legacy default stream";
-  return fmt("stream %d (%s, the %d%s made)", n, s.streams[size_t(n)].blocking ? "blocking" : "non-blocking", n,
-             n == 1 ? "st" : n == 2 ? "nd" : n == 3 ? "rd" : "th");
+  return fmt("stream %d (%s)", n, s.streams[size_t(n)].blocking ? "blocking" : "non-blocking");
 }
 
 std::string op_text(const Op& op) {
@@ -135,15 +133,26 @@ cudaError_t stream_order_operation(cudaStream_t stream, const Op& op, const Touc
   const Stamp stamp{me, ++now[size_t(me)], op};
   s.streams[size_t(me)].clock = now;
 
-  std::string race;
-  for (size_t i = 0; i < n && race.empty(); ++i) {
+  // The blocks touched, each looked up once: checked first, recorded only if none races.
+  struct Touched {
+    BlockHistory* history;
+    uintptr_t lo, hi;
+    bool writes;
+  };
+  std::vector<Touched> touched;
+  touched.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
     uintptr_t lo = 0, hi = 0;
-    if (!touches[i].p || !device_block_of(touches[i].p, &lo, &hi)) continue;
-    BlockHistory& h = s.blocks[lo];
+    if (touches[i].p && device_block_of(touches[i].p, &lo, &hi))
+      touched.push_back({&s.blocks[lo], lo, hi, touches[i].writes});
+  }
+  std::string race;
+  for (const Touched& t : touched) {
+    const BlockHistory& h = *t.history;
     const Stamp* conflict = nullptr;
     const char* earlier_did = "wrote";
     if (!ordered_before(h.last_write, now)) conflict = &h.last_write;
-    if (!conflict && touches[i].writes)
+    if (!conflict && t.writes)
       for (const Stamp& r : h.last_read)
         if (!ordered_before(r, now)) {
           conflict = &r, earlier_did = "read";
@@ -153,8 +162,8 @@ cudaError_t stream_order_operation(cudaStream_t stream, const Op& op, const Touc
       race = fmt("cudasim: stream race: %s on %s %s the %zu-byte block at %p, which %s on %s %s with no event, stream "
                  "wait or host synchronisation ordering the two (record an event on stream %d after that and make "
                  "stream %d wait for it)",
-                 op_text(op).c_str(), stream_text(s, me).c_str(), touches[i].writes ? "writes" : "reads",
-                 size_t(hi - lo), reinterpret_cast<const void*>(lo), op_text(conflict->op).c_str(),
+                 op_text(op).c_str(), stream_text(s, me).c_str(), t.writes ? "writes" : "reads",
+                 size_t(t.hi - t.lo), reinterpret_cast<const void*>(t.lo), op_text(conflict->op).c_str(),
                  stream_text(s, conflict->stream).c_str(), earlier_did, conflict->stream, me);
       break;
     }
@@ -163,11 +172,9 @@ cudaError_t stream_order_operation(cudaStream_t stream, const Op& op, const Touc
     lock.unlock();
     return set_error(cudaErrorIllegalState, race);
   }
-  for (size_t i = 0; i < n; ++i) {
-    uintptr_t lo = 0, hi = 0;
-    if (!touches[i].p || !device_block_of(touches[i].p, &lo, &hi)) continue;
-    BlockHistory& h = s.blocks[lo];
-    if (touches[i].writes) {
+  for (const Touched& t : touched) {  // (unordered_map keeps element addresses across inserts)
+    BlockHistory& h = *t.history;
+    if (t.writes) {
       h.last_write = stamp;
       h.last_read.clear();  // every read so far is ordered before this write
     } else {
