@@ -195,7 +195,7 @@ int run(int argc, char** argv) {
   if (f16)
     std::printf(" | %8.1f %8.1f %8.1f | %6.3f", total16.fwd, total16.bwd_data, total16.bwd_filter,
                 total16.sum() / total32.sum());
-  std::printf("\n");
+  std::printf("\nconvolution policy: %s\n", cpu::conv_policy_description().c_str());
   return 0;
 }
 

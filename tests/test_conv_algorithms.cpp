@@ -31,9 +31,10 @@
 namespace ember {
 namespace {
 
-struct RestoreAfter {  // the default policy and the best kernel set when a test case ends
+struct RestoreAfter {  // the default policy, Winograd rule and best kernel set when a test case ends
   ~RestoreAfter() {
     cpu::set_conv_policy(cpu::ConvPolicy::heuristic);
+    cpu::set_winograd_rule(cpu::WinogradRule::automatic);
     cpu::set_gemm_isa(cpu::supported_gemm_isas().back());
   }
 };
@@ -277,6 +278,64 @@ TEST_CASE("conv algorithms: policy names, parsing, where Winograd applies") {
   CHECK_FALSE(cpu::winograd_applies(make_conv2d_geometry(1, 1, 5, 5, 1, 3, 3, 2, 2, 1, 1)));  // stride 2
   CHECK_FALSE(cpu::winograd_applies(make_conv2d_geometry(1, 1, 5, 5, 1, 1, 1, 1, 1, 0, 0)));  // 1x1
   CHECK_FALSE(cpu::winograd_applies(make_conv2d_geometry(1, 1, 5, 5, 1, 3, 3, 1, 1, 3, 3)));  // padding 3
+}
+
+TEST_CASE("conv algorithms: the heuristic takes Winograd for wide 3x3 stride-1 layers with enough tiles, where it pays") {
+  RestoreAfter restore;
+  using cpu::ConvAlgo;
+  using cpu::ConvPass;
+  const int before = num_threads();
+  set_num_threads(2);
+  cpu::set_conv_policy(cpu::ConvPolicy::heuristic);
+  // ResNet-50's 256-channel 14x14 layer at batch 16: 784 tiles, 392 a thread.
+  const Conv2dGeometry wide = make_conv2d_geometry(16, 256, 14, 14, 256, 3, 3, 1, 1, 1, 1);
+  const Conv2dGeometry narrow = make_conv2d_geometry(16, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1);      // 64 channels
+  const Conv2dGeometry wide_out = make_conv2d_geometry(16, 64, 28, 28, 128, 3, 3, 1, 1, 1, 1);   // 64 in
+  const Conv2dGeometry narrow_out = make_conv2d_geometry(16, 128, 28, 28, 64, 3, 3, 1, 1, 1, 1);  // 64 out
+  const Conv2dGeometry few_tiles = make_conv2d_geometry(2, 256, 14, 14, 256, 3, 3, 1, 1, 1, 1);  // 49 a thread
+  const Conv2dGeometry one_image = make_conv2d_geometry(1, 128, 56, 56, 128, 3, 3, 1, 1, 1, 1);  // N < threads
+  const Conv2dGeometry strided = make_conv2d_geometry(16, 256, 28, 28, 256, 3, 3, 2, 2, 1, 1);
+  cpu::set_winograd_rule(cpu::WinogradRule::on);
+  CHECK(cpu::winograd_pays());
+  CHECK(cpu::conv_algo_for(ConvPass::forward, wide, DType::f32) == ConvAlgo::winograd);
+  CHECK(cpu::conv_algo_for(ConvPass::backward_data, wide, DType::f32) == ConvAlgo::winograd);
+  CHECK(cpu::conv_algo_for(ConvPass::forward, wide, DType::f16) == ConvAlgo::winograd);
+  CHECK(cpu::conv_algo_for(ConvPass::backward_filter, wide, DType::f32) != ConvAlgo::winograd);
+  for (const Conv2dGeometry& g : {narrow, wide_out, narrow_out, few_tiles, one_image, strided}) {
+    INFO("N=" << g.N << " C=" << g.C << " K=" << g.K << " H=" << g.H);
+    CHECK(cpu::conv_algo_for(ConvPass::forward, g, DType::f32) != ConvAlgo::winograd);
+    CHECK(cpu::conv_algo_for(ConvPass::backward_data, g, DType::f32) != ConvAlgo::winograd);
+  }
+  // Enough tiles on two threads are too few on eight.
+  set_num_threads(8);
+  const Conv2dGeometry eight = make_conv2d_geometry(8, 256, 14, 14, 256, 3, 3, 1, 1, 1, 1);  // 392 tiles
+  CHECK(cpu::conv_algo_for(ConvPass::forward, eight, DType::f32) != ConvAlgo::winograd);
+  set_num_threads(2);
+  CHECK(cpu::conv_algo_for(ConvPass::forward, eight, DType::f32) == ConvAlgo::winograd);
+  if (cpu::bf16_conv_kernels())  // the bf16 window tiles outrun it where they run
+    CHECK(cpu::conv_algo_for(ConvPass::forward, wide, DType::bf16) == ConvAlgo::window);
+  CHECK(cpu::conv_policy_description() == "heuristic (Winograd for wide 3x3 layers: EMBER_CPU_WINOGRAD=1)");
+
+  cpu::set_winograd_rule(cpu::WinogradRule::off);
+  CHECK_FALSE(cpu::winograd_pays());
+  CHECK(cpu::conv_algo_for(ConvPass::forward, wide, DType::f32) == ConvAlgo::window);
+  CHECK(cpu::conv_policy_description() == "heuristic (no Winograd: EMBER_CPU_WINOGRAD=0)");
+
+  // Measured: the rule follows the measurement, and the banner says it.
+  cpu::set_winograd_rule(cpu::WinogradRule::automatic);
+  const double speedup = cpu::winograd_speedup();
+  MESSAGE("Winograd / window on the reference layer: " << speedup << "x");
+  CHECK(speedup > 0.2);
+  CHECK(speedup < 5.0);
+  CHECK(cpu::winograd_speedup() == speedup);  // measured once
+  const bool pays = speedup >= cpu::kWinogradMinSpeedup;
+  CHECK(cpu::winograd_pays() == pays);
+  CHECK((cpu::conv_algo_for(ConvPass::forward, wide, DType::f32) == ConvAlgo::winograd) == pays);
+  const std::string banner = cpu::conv_policy_description();
+  CHECK(banner.rfind(pays ? "heuristic (Winograd for wide 3x3 layers: measured " : "heuristic (no Winograd: measured ", 0) == 0);
+  cpu::set_conv_policy(cpu::ConvPolicy::benchmark);
+  CHECK(cpu::conv_policy_description() == "benchmark");
+  set_num_threads(before);
 }
 
 TEST_CASE("conv algorithms: forced policies pick what they say; benchmark mode times each pass once and keeps it") {

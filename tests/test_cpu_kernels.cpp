@@ -2,7 +2,8 @@
 // ops, called through ember::cpu_kernels() and checked against plain
 // reference loops or exact known values: fill, cast (incl. f16 bit patterns),
 // axpby, sum, argmax_rows, normalize_u8, sgd_update, the Philox random fills,
-// batch-norm's running-statistics update, and the loss's label check.
+// batch-norm's running-statistics update, the loss's label check, and max
+// pooling's winner (ties, NaN, clipped windows) against a plain scan.
 // (add/relu/bias/batch-norm/pooling/loss values and gradients are checked
 // through ops/ by the op tests.)
 #include <doctest/doctest.h>
@@ -619,6 +620,68 @@ TEST_CASE("cpu batch_norm_forward_train keeps the variance of values with a larg
                                1e-5, nullptr);
   CHECK(double(si) == doctest::Approx(1.0 / std::sqrt(var + 1e-5)).epsilon(1e-4));
   CHECK(double(rv) == doctest::Approx(var * double(N * HW) / double(N * HW - 1)).epsilon(1e-4));
+}
+
+// The winner of every max-pooling window by a plain row-major scan: the
+// first maximum wins ties, the first NaN wins over numbers, padding is never
+// selected, a window with no real pixel gives -inf and index -1.
+template <typename T>
+void ref_max_pool(const Pool2dGeometry& g, const std::vector<T>& x, std::vector<T>& y, std::vector<int32_t>& a) {
+  y.assign(sz(g.N * g.C * g.P * g.Q), T(0));
+  a.assign(y.size(), 0);
+  for (int64_t nc = 0; nc < g.N * g.C; ++nc)
+    for (int64_t p = 0; p < g.P; ++p)
+      for (int64_t q = 0; q < g.Q; ++q) {
+        T best = -std::numeric_limits<T>::infinity();
+        int64_t where = -1;
+        for (int64_t r = 0; r < g.R; ++r)
+          for (int64_t s = 0; s < g.S; ++s) {
+            const int64_t h = p * g.stride_h - g.pad_h + r, w = q * g.stride_w - g.pad_w + s;
+            if (h < 0 || h >= g.H || w < 0 || w >= g.W) continue;
+            const T v = x[sz((nc * g.H + h) * g.W + w)];
+            const bool better = where < 0 || v > best || (std::isnan(v) && !std::isnan(best));
+            if (better) best = v, where = h * g.W + w;
+          }
+        y[sz((nc * g.P + p) * g.Q + q)] = best;
+        a[sz((nc * g.P + p) * g.Q + q)] = int32_t(where);
+      }
+}
+
+TEST_CASE_TEMPLATE("cpu max_pool2d_forward picks the first maximum, NaN over numbers, at every window position", T,
+                   float, double) {
+  struct Case {
+    int64_t H, W, k, stride, pad;
+  };
+  // Planes narrower than the window, windows clipped on every side, strides
+  // 1-3, and planes wide enough for the vectorised run of full windows.
+  const Case cases[] = {{7, 9, 3, 2, 1}, {112, 112, 3, 2, 1}, {8, 40, 3, 1, 1}, {5, 37, 2, 2, 0},
+                        {6, 6, 5, 1, 2}, {2, 3, 3, 1, 1},     {9, 50, 3, 3, 1}, {4, 1, 3, 2, 1},
+                        {3, 70, 4, 2, 2}, {1, 1, 1, 1, 0}};
+  PhiloxStream rs(7, 3);
+  int checked = 0;
+  for (const Case& c : cases)
+    for (int values = 0; values < 3; ++values) {  // few distinct values (many ties); with NaNs; all equal
+      const Pool2dGeometry g = make_pool2d_geometry(2, 3, c.H, c.W, c.k, c.k, c.stride, c.stride, c.pad, c.pad);
+      std::vector<T> x(sz(g.N * g.C * g.H * g.W));
+      for (T& v : x) {
+        const double u = rs.uniform();
+        v = values == 2 ? T(-1.5) : T(std::floor(u * 4) - 2);
+        if (values == 1 && rs.uniform() < 0.08) v = std::numeric_limits<T>::quiet_NaN();
+      }
+      std::vector<T> want_y, y(sz(g.N * g.C * g.P * g.Q));
+      std::vector<int32_t> want_a, a(y.size(), 12345);
+      ref_max_pool(g, x, want_y, want_a);
+      K().max_pool2d_forward(dtype_of<T>::value, g, x.data(), y.data(), a.data(), nullptr);
+      int64_t wrong = 0;
+      for (size_t i = 0; i < y.size(); ++i) {
+        const bool same_y = std::isnan(want_y[i]) ? std::isnan(y[i]) : y[i] == want_y[i];
+        if (!same_y || a[i] != want_a[i]) ++wrong;
+      }
+      CHECK_MESSAGE(wrong == 0, "H=" << c.H << " W=" << c.W << " k=" << c.k << " stride=" << c.stride
+                                     << " pad=" << c.pad << " values=" << values);
+      ++checked;
+    }
+  CHECK(checked == 30);
 }
 
 TEST_CASE("cpu float kernels reject non-float dtypes") {

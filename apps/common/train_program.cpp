@@ -138,7 +138,7 @@ int run_train_program(const TrainProgram& program, int argc, char** argv) {
   std::fprintf(out, "Start training with: %s\n", flags.settings().c_str());
   if (device.is_cpu())  // what ran: EMBER_CPU_ISA and EMBER_CPU_CONV change these (README, "CPU speed")
     std::fprintf(out, "threads=%d, CPU GEMM kernels %s, convolution policy %s%s%s\n", num_threads(),
-                 cpu::gemm_isa_name(cpu::active_gemm_isa()), cpu::conv_policy_name(cpu::conv_policy()),
+                 cpu::gemm_isa_name(cpu::active_gemm_isa()), cpu::conv_policy_description().c_str(),
                  s.precision == "bf16" ? ", bf16 convolutions in " : "",
                  s.precision == "bf16" ? cpu::bf16_conv_kernels_description().c_str() : "");
   else

@@ -1,19 +1,25 @@
 // ops/cpu/conv_policy.cpp — the convolution algorithm policy
-// (conv_policy.h): the setting, the heuristic, and benchmark mode's timed
-// choices cached per pass, geometry, dtype and thread count.
+// (conv_policy.h): the setting, the heuristic (with its one measured input,
+// whether Winograd pays on this CPU), and benchmark mode's timed choices
+// cached per pass, geometry, dtype and thread count.
 #include "ops/cpu/conv_policy.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <vector>
 
 #include "engine/error.h"
 #include "engine/parallel.h"
 #include "ops/cpu/conv_bf16_kernels.h"
+#include "ops/cpu/conv_window.h"
+#include "ops/cpu/conv_winograd.h"
 
 namespace ember::cpu {
 namespace {
@@ -32,6 +38,20 @@ ConvPolicy initial_policy() {
 std::atomic<ConvPolicy>& policy_state() {
   static std::atomic<ConvPolicy> p{initial_policy()};
   return p;
+}
+
+WinogradRule rule_from_environment() {
+  const char* env = std::getenv("EMBER_CPU_WINOGRAD");
+  if (!env || !*env || std::strcmp(env, "auto") == 0) return WinogradRule::automatic;
+  if (std::strcmp(env, "0") == 0) return WinogradRule::off;
+  if (std::strcmp(env, "1") == 0) return WinogradRule::on;
+  std::fprintf(stderr, "warning: EMBER_CPU_WINOGRAD=%s: expected 0, 1 or auto; using auto\n", env);
+  return WinogradRule::automatic;
+}
+
+std::atomic<WinogradRule>& winograd_rule_state() {
+  static std::atomic<WinogradRule> r{rule_from_environment()};
+  return r;
 }
 
 // Benchmark mode's choices: pass, geometry, dtype and thread count -> algorithm.
@@ -63,6 +83,27 @@ bool has_winograd(ConvPass pass, const Conv2dGeometry& g) {
 //   - filter gradients with fewer than 32 output channels (the window tile
 //     folds lanes for them; dot products do better): 10% at 16, 2x at the
 //     one-channel stem.
+// On the Zen 5 Winograd lost to the window algorithm on every layer. On a
+// Zen 4 EPYC (AVX-512 on 256-bit units, so half the Zen 5's arithmetic
+// rate for about the same memory passes) it won the forward and backward
+// data of every 3x3 stride-1 layer with >= 128 channels (ResNet-18/50 at
+// batch 16, ms window -> Winograd: 128ch 28x28 18.5 -> 12.3-13.9, 256ch
+// 14x14 20.3 -> 12.8-14.5, 512ch 7x7 25.9 -> 20.4; forward), and came out
+// even at 64 channels (56x56: 18.0 -> 15.2-19.1). So the rule takes it for
+// >= 128 channels where the measured speedup on a 128-channel layer says it
+// pays (winograd_pays), and where each thread has enough tiles: the
+// Winograd path splits the images across the threads and runs its 16 GEMMs
+// on each thread's tiles, so with few tiles a thread it loses (Zen 4,
+// forward, window / Winograd by 2x2 tiles a thread: 128ch 28x28 196: 1.14,
+// 392: 1.24, 784: 1.31; 256ch 14x14 49: 0.90, 98: 1.10, 196: 1.24, 392:
+// 1.44; 512ch 7x7 32: 1.01, 128: 1.26; one 56x56 image on two threads:
+// 0.65).
+bool winograd_suits(const Conv2dGeometry& g) {
+  const int64_t threads = num_threads();
+  const int64_t tiles = g.N * ((g.P + 1) / 2) * ((g.Q + 1) / 2);
+  return winograd_applies(g) && g.C >= kWinogradMinChannels && g.K >= kWinogradMinChannels && g.N >= threads &&
+         tiles >= kWinogradMinTilesPerThread * threads;
+}
 //
 // bf16 on AVX512-BF16 (conv_bf16_kernels.h) is a different balance: the
 // window tiles multiply bf16 pairs at twice the f32 rate while the GEMM
@@ -73,6 +114,7 @@ ConvAlgo heuristic(ConvPass pass, const Conv2dGeometry& g, DType dt) {
   const bool strided = g.stride_h > 1 || g.stride_w > 1;
   if (dt == DType::bf16 && bf16_conv_kernels())
     return pass == ConvPass::backward_data && strided && pointwise ? ConvAlgo::gemm : ConvAlgo::window;
+  if (pass != ConvPass::backward_filter && winograd_suits(g) && winograd_pays()) return ConvAlgo::winograd;
   if (pointwise && g.P * g.Q < 256 && !(pass == ConvPass::forward && strided)) return ConvAlgo::gemm;
   if (pass != ConvPass::forward && strided && !pointwise && g.C >= 256) return ConvAlgo::gemm;
   if (pass == ConvPass::backward_filter && g.K < 32) return ConvAlgo::gemm;
@@ -86,6 +128,63 @@ double seconds_of(const std::function<void(ConvAlgo)>& run, ConvAlgo a) {
 }
 
 }  // namespace
+
+double winograd_speedup() {
+  static const double speedup = [] {
+    // The reference layer: ResNet-18/50's 128-channel 3x3 layer at batch 8
+    // (1.85 GFLOP a run, ~70 ms in all on a 2-core Zen 4; values in [-1, 1)
+    // so that nothing is subnormal).
+    const Conv2dGeometry g = make_conv2d_geometry(8, 128, 28, 28, 128, 3, 3, 1, 1, 1, 1);
+    std::vector<float> x(size_t(g.N * g.C * g.H * g.W)), w(size_t(g.K * g.C * 9)), y(size_t(g.N * g.K * g.P * g.Q));
+    uint32_t state = 12345;
+    auto next = [&] { return float((state = state * 1664525u + 1013904223u) >> 8) / float(1 << 23) - 1.0f; };
+    for (float& v : x) v = next();
+    for (float& v : w) v = next() * 0.03f;
+    auto seconds = [&](ConvAlgo a) {
+      return seconds_of(
+          [&](ConvAlgo algo) {
+            if (algo == ConvAlgo::winograd) conv_forward_winograd(g, x.data(), w.data(), y.data());
+            else conv_forward_window(g, x.data(), w.data(), y.data());
+          },
+          a);
+    };
+    seconds(ConvAlgo::window);  // warm-up: buffers, caches, the clock
+    seconds(ConvAlgo::winograd);
+    // Alternating, so that drift falls on both; the best of 3 each: the
+    // other tenants of a shared machine only ever slow a run down.
+    double window_s = 1e30, winograd_s = 1e30;
+    for (int round = 0; round < 3; ++round) {
+      window_s = std::min(window_s, seconds(ConvAlgo::window));
+      winograd_s = std::min(winograd_s, seconds(ConvAlgo::winograd));
+    }
+    return winograd_s > 0 ? window_s / winograd_s : 0.0;
+  }();
+  return speedup;
+}
+
+bool winograd_pays() {
+  switch (winograd_rule_state().load(std::memory_order_relaxed)) {
+    case WinogradRule::on: return true;
+    case WinogradRule::off: return false;
+    case WinogradRule::automatic: break;
+  }
+  return winograd_speedup() >= kWinogradMinSpeedup;
+}
+
+void set_winograd_rule(WinogradRule rule) { winograd_rule_state().store(rule); }
+
+std::string conv_policy_description() {
+  const ConvPolicy p = conv_policy();
+  if (p != ConvPolicy::heuristic) return conv_policy_name(p);
+  const WinogradRule rule = winograd_rule_state().load();
+  if (rule != WinogradRule::automatic)
+    return rule == WinogradRule::on ? "heuristic (Winograd for wide 3x3 layers: EMBER_CPU_WINOGRAD=1)"
+                                    : "heuristic (no Winograd: EMBER_CPU_WINOGRAD=0)";
+  char ratio[32];
+  std::snprintf(ratio, sizeof ratio, "%.2fx", winograd_speedup());
+  return winograd_pays() ? std::string("heuristic (Winograd for wide 3x3 layers: measured ") + ratio + " window)"
+                         : std::string("heuristic (no Winograd: measured ") + ratio + " window)";
+}
 
 bool winograd_applies(const Conv2dGeometry& g) {
   return g.R == 3 && g.S == 3 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h <= 2 && g.pad_w <= 2;

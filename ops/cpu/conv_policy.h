@@ -11,8 +11,11 @@
 // The policy:
 //   heuristic  (default) window, except where the GEMM lowerings measured
 //              faster: pointwise layers with small outputs, gradients of
-//              wide strided 3x3 layers, filter gradients of narrow layers
-//              (rules and figures in conv_policy.cpp);
+//              wide strided 3x3 layers, filter gradients of narrow layers;
+//              and Winograd for the forward and backward data of 3x3
+//              stride-1 layers with >= 128 channels in and out and >= 96
+//              output tiles a thread, on CPUs where it was measured to pay
+//              (winograd_pays below; rules and figures in conv_policy.cpp);
 //   benchmark  each pass of each geometry is timed with every candidate on
 //              its first call and the fastest is kept (cuDNN's benchmark
 //              mode; runs are then not bit-reproducible from run to run);
@@ -43,6 +46,35 @@ void clear_conv_choices();
 
 // Whether F(2x2, 3x3) applies: 3x3 filter, stride 1, padding at most 2.
 bool winograd_applies(const Conv2dGeometry& g);
+
+// Whether the heuristic takes Winograd for wide 3x3 stride-1 layers. Where
+// it pays depends on the CPU's arithmetic rate against its memory passes
+// (a Zen 4 EPYC, whose AVX-512 runs on 256-bit units: Winograd 1.25-1.5x
+// the window algorithm on ResNet-50's 128-512 channel layers; a Zen 5,
+// with full-width units: slower on every layer), so it is measured once
+// per process (winograd_speedup, ~70 ms, on the first wide 3x3 layer)
+// unless EMBER_CPU_WINOGRAD sets it:
+//   unset / auto  Winograd where the measured speedup >= kWinogradMinSpeedup
+//   1             always (for those layers)
+//   0             never
+// The measured choice is per machine: a run stays bit-reproducible on one
+// machine as long as the measurement does not straddle the threshold (on
+// the CPUs measured it was 1.4x or below 1.0x); EMBER_CPU_WINOGRAD pins it.
+enum class WinogradRule { automatic, on, off };
+constexpr double kWinogradMinSpeedup = 1.15;
+constexpr int64_t kWinogradMinChannels = 128, kWinogradMinTilesPerThread = 96;
+bool winograd_pays();
+// The window algorithm's time over Winograd's on a reference layer (forward,
+// f32, batch 8, 128 -> 128 channels, 28x28, the current thread count; best
+// of 3, alternating), measured once, on first call.
+double winograd_speedup();
+// For tests and benchmarks: override EMBER_CPU_WINOGRAD (automatic restores
+// the measured choice).
+void set_winograd_rule(WinogradRule rule);
+// One line for program banners: "heuristic (Winograd for wide 3x3 layers:
+// measured 1.4x window)", "heuristic (no Winograd: measured 0.9x window)",
+// "benchmark", ...
+std::string conv_policy_description();
 
 // The algorithm that runs pass `pass` of g now (benchmark mode: the cached
 // choice, or window before the first call has been timed).
