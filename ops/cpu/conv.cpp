@@ -63,9 +63,16 @@ bool is_stride1(const Conv2dGeometry& g) { return g.stride_h == 1 && g.stride_w 
 // local_buffer slots (f16_util.h), one per buffer live at the same time:
 // f16 images converted to / from f32, the calling thread's flipped weights,
 // the padded image, the GEMM output on the padded grid, the column matrix,
-// the filter gradient's per-thread partial sums and window-row pointers.
+// the filter gradient's per-thread partial sums and window-row pointers,
+// a stack of output gradients side by side.
 constexpr int kF16In = 10, kF16Out = 12, kFlipped = 14, kImage = 15, kOutput = 16, kColumn = 17, kPartial = 18,
-              kRows = 19;
+              kRows = 19, kStackedGrad = 11;
+// Columns a strided (im2col) GEMM gets at least, images stacked side by
+// side: one image of a 7x7 or 14x14 output alone ran at 35-50% of peak on
+// ResNet-50's strided layers (every pass: few columns for the micro-tiles,
+// and the whole filter packed, or the whole filter gradient read and
+// written, once per image).
+constexpr int64_t kStackedColumns = 384;
 
 // ------------------------------------------------------------ padded grid
 
@@ -234,6 +241,11 @@ void forward_image_im2col(const Conv2dGeometry& g, const S* x, const S* w, S* y,
 // Multiply-adds of one image's convolution (any of the three passes).
 int64_t conv_flops(const Conv2dGeometry& g) { return g.K * g.col_rows() * g.col_cols(); }
 
+// Images per stack on the im2col paths: enough for kStackedColumns columns.
+int64_t stacked_columns(const Conv2dGeometry& g) {
+  return std::clamp<int64_t>((kStackedColumns + g.col_cols() - 1) / g.col_cols(), 1, 16);
+}
+
 // Runs image(n, parallel_gemm) for every image: images spread over the
 // threads when there are enough of them, else one at a time with the GEMM
 // itself parallel (the padded-grid path then runs serially).
@@ -269,6 +281,27 @@ void conv_forward_gemm(const Conv2dGeometry& g, const S* x, const S* w, S* y) {
       } else {
         forward_grid(g, PaddedGrid<T>(g, count), xn, count, w, yn);
       }
+    });
+    return;
+  }
+  if (!is_stride1(g) && stacked_columns(g) > 1 && g.N >= num_threads()) {
+    // Strided, small outputs: a stack of images' columns side by side, one
+    // GEMM for the stack (as backward data below), then y's rows out.
+    //   col: [CRS, count * PQ]   out: [K, count * PQ]
+    const int64_t CRS = g.col_rows();
+    for_each_stack(g.N, stacked_columns(g), conv_flops(g), [&](int64_t n0, int64_t count) {
+      const int64_t cols = count * PQ;
+      T* col = local_buffer<T, kColumn>(CRS * cols);
+      for (int64_t i = 0; i < count; ++i) im2col_image(g, x + (n0 + i) * CHW, col + i * PQ, cols);
+      S* out = local_buffer<S, kOutput>(g.K * cols);  // (16-bit: rounded once, by the GEMM)
+      if constexpr (is_half_v<S>) {
+        gemm_f16a_chunked(false, g.K, cols, CRS, w, CRS, col, cols, out, cols, false);
+      } else {
+        gemm_serial<T>(false, false, g.K, cols, CRS, T(1), w, CRS, col, cols, T(0), out, cols);
+      }
+      for (int64_t k = 0; k < g.K; ++k)
+        for (int64_t i = 0; i < count; ++i)
+          std::memcpy(y + ((n0 + i) * g.K + k) * PQ, out + k * cols + i * PQ, sizeof(S) * size_t(PQ));
     });
     return;
   }
@@ -331,18 +364,42 @@ void conv_backward_data_gemm(const Conv2dGeometry& g, const S* gy, const S* w, S
     conv_forward_gemm(flipped_geometry(g), gy, flipped_filter(g, w), gx);
     return;
   }
-  for_each_image(g.N, conv_flops(g), [&](int64_t n, bool par) {
-    T* dcol = local_buffer<T, kColumn>(CRS * PQ);
+  // Strided: a stack of images at a time, their gy side by side as the
+  // GEMM's columns (kStackedColumns).
+  //   gys: [K, count * PQ]   dcol: [CRS, count * PQ]
+  const int64_t stack = stacked_columns(g);
+  auto images = [&](int64_t n0, int64_t count, bool par) {
+    const int64_t cols = count * PQ;
+    const S* b = gy + n0 * KPQ;
+    int64_t ldb = PQ;
+    if (count > 1) {
+      S* gys = local_buffer<S, kStackedGrad>(g.K * cols);
+      for (int64_t k = 0; k < g.K; ++k)
+        for (int64_t i = 0; i < count; ++i)
+          std::memcpy(gys + k * cols + i * PQ, gy + (n0 + i) * KPQ + k * PQ, sizeof(S) * size_t(PQ));
+      b = gys, ldb = cols;
+    }
+    T* dcol = local_buffer<T, kColumn>(CRS * cols);
     if constexpr (is_half_v<S>) {
-      gemm_f16a_chunked(true, CRS, PQ, g.K, w, CRS, gy + n * KPQ, PQ, dcol, PQ, par);
+      gemm_f16a_chunked(true, CRS, cols, g.K, w, CRS, b, ldb, dcol, cols, par);
     } else {
       auto mm = par ? gemm_parallel<T> : gemm_serial<T>;
-      mm(true, false, CRS, PQ, g.K, T(1), w, CRS, gy + n * KPQ, PQ, T(0), dcol, PQ);
+      mm(true, false, CRS, cols, g.K, T(1), w, CRS, b, ldb, T(0), dcol, cols);
     }
-    T* gxn = out_ptr<kF16Out>(gx + n * CHW, CHW);
-    col2im_image(g, dcol, gxn);
-    store(gxn, gx + n * CHW, CHW);
-  });
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t n = n0 + i;
+      T* gxn = out_ptr<kF16Out>(gx + n * CHW, CHW);
+      col2im_image(g, dcol + i * PQ, gxn, cols);
+      store(gxn, gx + n * CHW, CHW);
+    }
+  };
+  if (g.N >= num_threads() || g.N * conv_flops(g) < (int64_t(1) << 20)) {
+    for_each_stack(g.N, stack, conv_flops(g), [&](int64_t n0, int64_t count) {
+      images(n0, count, false);
+    });
+  } else {  // fewer images than threads: one image at a time, the GEMM itself parallel
+    for (int64_t n = 0; n < g.N; ++n) images(n, 1, true);
+  }
 }
 
 template <typename S>
@@ -353,7 +410,10 @@ void conv_backward_filter_gemm(const Conv2dGeometry& g, const S* x, const S* gy,
   // Small images are stacked so each dot product of the GEMM runs over
   // at least ~512 grid columns.
   const int64_t plane = (g.H + 2 * g.pad_h) * (g.W + 2 * g.pad_w);
-  const int64_t stack = grid_path ? std::clamp<int64_t>((512 + plane - 1) / plane, 1, 16) : 1;
+  const bool f16_pointwise = is_half_v<S> && is_pointwise(g);  // (its own chunked path)
+  const int64_t stack = grid_path        ? std::clamp<int64_t>((512 + plane - 1) / plane, 1, 16)
+                        : f16_pointwise ? 1
+                                        : stacked_columns(g);
   const PaddedGrid<T> grid(g, stack);
 
   // acc += sum over images [n0, n0 + count) of gy[n] * col(x[n])^T.
@@ -385,10 +445,21 @@ void conv_backward_filter_gemm(const Conv2dGeometry& g, const S* x, const S* gy,
         return;
       }
     }
-    for (int64_t i = 0; i < count; ++i) {
-      const T* gyn = load<kF16In>(gy + (n0 + i) * g.K * PQ, g.K * PQ);
-      gemm_serial<T>(false, true, g.K, CRS, PQ, T(1), gyn, PQ, columns(g, x + (n0 + i) * CHW), PQ, T(1), acc, CRS);
+    if (count == 1) {
+      const T* gyn = load<kF16In>(gy + n0 * g.K * PQ, g.K * PQ);
+      gemm_serial<T>(false, true, g.K, CRS, PQ, T(1), gyn, PQ, columns(g, x + n0 * CHW), PQ, T(1), acc, CRS);
+      return;
     }
+    // A stack's gy and columns side by side (kStackedColumns):
+    //   gys: [K, count * PQ]   col: [CRS, count * PQ]
+    const int64_t cols = count * PQ;
+    T* gys = local_buffer<T, kStackedGrad>(g.K * cols);
+    T* col = local_buffer<T, kColumn>(CRS * cols);
+    for (int64_t i = 0; i < count; ++i) {
+      for (int64_t k = 0; k < g.K; ++k) copy_values(gy + ((n0 + i) * g.K + k) * PQ, gys + k * cols + i * PQ, PQ);
+      im2col_image(g, x + (n0 + i) * CHW, col + i * PQ, cols);
+    }
+    gemm_serial<T>(false, true, g.K, CRS, cols, T(1), gys, cols, col, cols, T(1), acc, CRS);
   };
 
   // partial[t]: thread t's sum over its contiguous share of the images.

@@ -31,9 +31,9 @@ inline void valid_q_range(const Conv2dGeometry& g, int64_t s, int64_t& lo, int64
 }  // namespace
 
 template <typename S, typename T>
-void im2col_image(const Conv2dGeometry& g, const S* x, T* col) {
+void im2col_image(const Conv2dGeometry& g, const S* x, T* col, int64_t ldcol) {
   static_assert(std::is_same_v<S, T>, "only f16/bf16 -> f32 convert (the specialisations below)");
-  const int64_t PQ = g.P * g.Q;
+  const int64_t PQ = ldcol > 0 ? ldcol : g.P * g.Q;
   for (int64_t c = 0; c < g.C; ++c)
     for (int64_t r = 0; r < g.R; ++r)
       for (int64_t s = 0; s < g.S; ++s) {
@@ -62,20 +62,20 @@ void im2col_image(const Conv2dGeometry& g, const S* x, T* col) {
 // a thread-local buffer, which the f32 unfolding then copies from.
 // (local_buffer slot 30: no caller of im2col_image uses it.)
 template <>
-void im2col_image<f16, float>(const Conv2dGeometry& g, const f16* x, float* col) {
+void im2col_image<f16, float>(const Conv2dGeometry& g, const f16* x, float* col, int64_t ldcol) {
   constexpr int kImageF32 = 30;
-  im2col_image(g, load<kImageF32>(x, g.C * g.H * g.W), col);
+  im2col_image(g, load<kImageF32>(x, g.C * g.H * g.W), col, ldcol);
 }
 template <>
-void im2col_image<bf16, float>(const Conv2dGeometry& g, const bf16* x, float* col) {
+void im2col_image<bf16, float>(const Conv2dGeometry& g, const bf16* x, float* col, int64_t ldcol) {
   constexpr int kImageF32 = 30;
-  im2col_image(g, load<kImageF32>(x, g.C * g.H * g.W), col);
+  im2col_image(g, load<kImageF32>(x, g.C * g.H * g.W), col, ldcol);
 }
 
 // col: [C*R*S, P*Q] -> x: [C, H, W] (sum of every column entry at its position)
 template <typename T>
-void col2im_image(const Conv2dGeometry& g, const T* col, T* x) {
-  const int64_t PQ = g.P * g.Q;
+void col2im_image(const Conv2dGeometry& g, const T* col, T* x, int64_t ldcol) {
+  const int64_t PQ = ldcol > 0 ? ldcol : g.P * g.Q;
   std::memset(x, 0, sizeof(T) * size_t(g.C * g.H * g.W));
   for (int64_t c = 0; c < g.C; ++c)
     for (int64_t r = 0; r < g.R; ++r)
@@ -96,12 +96,12 @@ void col2im_image(const Conv2dGeometry& g, const T* col, T* x) {
       }
 }
 
-template void im2col_image<float, float>(const Conv2dGeometry&, const float*, float*);
-template void im2col_image<double, double>(const Conv2dGeometry&, const double*, double*);
-template void im2col_image<f16, f16>(const Conv2dGeometry&, const f16*, f16*);
-template void im2col_image<bf16, bf16>(const Conv2dGeometry&, const bf16*, bf16*);
-template void col2im_image<float>(const Conv2dGeometry&, const float*, float*);
-template void col2im_image<double>(const Conv2dGeometry&, const double*, double*);
+template void im2col_image<float, float>(const Conv2dGeometry&, const float*, float*, int64_t);
+template void im2col_image<double, double>(const Conv2dGeometry&, const double*, double*, int64_t);
+template void im2col_image<f16, f16>(const Conv2dGeometry&, const f16*, f16*, int64_t);
+template void im2col_image<bf16, bf16>(const Conv2dGeometry&, const bf16*, bf16*, int64_t);
+template void col2im_image<float>(const Conv2dGeometry&, const float*, float*, int64_t);
+template void col2im_image<double>(const Conv2dGeometry&, const double*, double*, int64_t);
 
 void im2col(DType dt, const Conv2dGeometry& g, const void* x, void* col, Stream) {
   dispatch_storage(dt, "im2col", [&](auto zero) {
