@@ -301,11 +301,12 @@ TEST_CASE("conv algorithms: the heuristic takes Winograd for wide 3x3 stride-1 l
   CHECK(cpu::conv_algo_for(ConvPass::forward, wide, DType::f32) == ConvAlgo::winograd);
   CHECK(cpu::conv_algo_for(ConvPass::backward_data, wide, DType::f32) == ConvAlgo::winograd);
   CHECK(cpu::conv_algo_for(ConvPass::forward, wide, DType::f16) == ConvAlgo::winograd);
-  CHECK(cpu::conv_algo_for(ConvPass::backward_filter, wide, DType::f32) != ConvAlgo::winograd);
+  CHECK(cpu::conv_algo_for(ConvPass::backward_filter, wide, DType::f32) == ConvAlgo::winograd);
   for (const Conv2dGeometry& g : {narrow, wide_out, narrow_out, few_tiles, one_image, strided}) {
     INFO("N=" << g.N << " C=" << g.C << " K=" << g.K << " H=" << g.H);
     CHECK(cpu::conv_algo_for(ConvPass::forward, g, DType::f32) != ConvAlgo::winograd);
     CHECK(cpu::conv_algo_for(ConvPass::backward_data, g, DType::f32) != ConvAlgo::winograd);
+    CHECK(cpu::conv_algo_for(ConvPass::backward_filter, g, DType::f32) != ConvAlgo::winograd);
   }
   // Enough tiles on two threads are too few on eight.
   set_num_threads(8);
@@ -352,7 +353,7 @@ TEST_CASE("conv algorithms: forced policies pick what they say; benchmark mode t
   cpu::set_conv_policy(cpu::ConvPolicy::winograd);
   CHECK(cpu::conv_algo_for(ConvPass::forward, g3, DType::f32) == ConvAlgo::winograd);
   CHECK(cpu::conv_algo_for(ConvPass::backward_data, g3, DType::f32) == ConvAlgo::winograd);
-  CHECK(cpu::conv_algo_for(ConvPass::backward_filter, g3, DType::f32) == ConvAlgo::window);  // none for filters
+  CHECK(cpu::conv_algo_for(ConvPass::backward_filter, g3, DType::f32) == ConvAlgo::winograd);
   CHECK(cpu::conv_algo_for(ConvPass::forward, g1, DType::f32) == ConvAlgo::window);          // does not apply
 
   cpu::set_conv_policy(cpu::ConvPolicy::benchmark);
@@ -367,7 +368,10 @@ TEST_CASE("conv algorithms: forced policies pick what they say; benchmark mode t
   REQUIRE(ran.size() == 1);
   CHECK(ran[0] == kept);
   ran.clear();
-  cpu::run_conv_pass(ConvPass::backward_filter, g3, DType::f32, record);  // its own key: window and gemm
+  cpu::run_conv_pass(ConvPass::backward_filter, g3, DType::f32, record);  // its own key
+  CHECK(ran.size() == 3);
+  ran.clear();
+  cpu::run_conv_pass(ConvPass::backward_filter, g1, DType::f32, record);  // no Winograd: window and gemm
   CHECK(ran.size() == 2);
   ran.clear();
   cpu::run_conv_pass(ConvPass::forward, g3, DType::f16, record);  // another dtype: timed again

@@ -1,9 +1,9 @@
 // tests/test_conv_winograd.cpp — Winograd F(2x2, 3x3) convolution
-// (ops/cpu/conv_winograd.h) against a plain double loop, in f64, f32 and f16,
+// (ops/cpu/conv_winograd.h) against plain double loops, in f64, f32 and f16,
 // over batch sizes, odd and tiny images, every padding it takes and channel
 // counts past one tile batch; then the policy (names, forced, benchmark
-// mode) through the conv2d kernels of the CPU table, forward and backward
-// data. The op harness also runs every conv case with Winograd forced
+// mode) through the conv2d kernels of the CPU table, forward, backward
+// data and filter gradient; the filter gradient against double sums too. The op harness also runs every conv case with Winograd forced
 // (backend cpu-winograd, tests/op_harness.cpp).
 #include <doctest/doctest.h>
 
@@ -99,14 +99,61 @@ TEST_CASE_TEMPLATE("conv winograd F(2x2,3x3) matches direct convolution", S, dou
   }
 }
 
+// gw[k, c, r, s] = sum over n, p, q of gy[n, k, p, q] x[n, c, p + r - pad, q + s - pad]
+std::vector<double> reference_filter_grad(const Conv2dGeometry& g, const std::vector<double>& x,
+                                          const std::vector<double>& gy) {
+  std::vector<double> gw(size_t(g.K * g.C * 9), 0.0);
+  for (int64_t k = 0; k < g.K; ++k)
+    for (int64_t c = 0; c < g.C; ++c)
+      for (int64_t r = 0; r < 3; ++r)
+        for (int64_t s = 0; s < 3; ++s) {
+          double acc = 0;
+          for (int64_t n = 0; n < g.N; ++n)
+            for (int64_t p = 0; p < g.P; ++p)
+              for (int64_t q = 0; q < g.Q; ++q) {
+                const int64_t h = p + r - g.pad_h, v = q + s - g.pad_w;
+                if (h < 0 || h >= g.H || v < 0 || v >= g.W) continue;
+                acc += gy[size_t(((n * g.K + k) * g.P + p) * g.Q + q)] * x[size_t(((n * g.C + c) * g.H + h) * g.W + v)];
+              }
+          gw[size_t(((k * g.C + c) * 3 + r) * 3 + s)] = acc;
+        }
+  return gw;
+}
+
+TEST_CASE_TEMPLATE("conv winograd F(2x2,3x3) filter gradient matches the direct sums", S, double, float, f16) {
+  std::vector<Geom> geoms = kGeoms;
+  geoms.push_back({9, 4, 6, 5, 3, 1});  // more images than threads, uneven shares
+  for (const Geom& t : geoms) {
+    const Conv2dGeometry g = make_conv2d_geometry(t.N, t.C, t.H, t.W, t.K, 3, 3, 1, 1, t.pad, t.pad);
+    CAPTURE(t.N);
+    CAPTURE(t.C);
+    CAPTURE(t.H);
+    CAPTURE(t.W);
+    CAPTURE(t.K);
+    CAPTURE(t.pad);
+    const auto x = values(size_t(g.N * g.C * g.H * g.W), 6), gy = values(size_t(g.N * g.K * g.P * g.Q), 7);
+    const auto want = reference_filter_grad(g, x, gy);
+    const auto xs = as<S>(x), gys = as<S>(gy);
+    std::vector<S> gw(want.size(), cpu::convert_value<S>(123.0));
+    cpu::conv_backward_filter_winograd(g, xs.data(), gys.data(), gw.data());
+    // f64: rounding only; f32: a few ulps of sums of N*P*Q terms; f16: the output's rounding dominates.
+    const double terms = double(g.N * g.P * g.Q);
+    const double tol = std::is_same_v<S, double> ? 1e-12 : std::is_same_v<S, float> ? 2e-6 * std::sqrt(terms) : 1e-3;
+    const double worst = worst_error(gw, want);
+    CHECK_MESSAGE(worst < tol, "worst " << worst << " tolerance " << tol);
+  }
+}
+
 TEST_CASE("conv winograd: refuses what it does not apply to") {
   const Conv2dGeometry g = make_conv2d_geometry(1, 1, 5, 5, 1, 5, 5, 1, 1, 2, 2);
   std::vector<float> x(25), w(25), y(25);
   CHECK_THROWS_WITH_AS(cpu::conv_forward_winograd(g, x.data(), w.data(), y.data()),
                        "conv2d: Winograd F(2x2, 3x3) needs a 3x3 filter, stride 1 and padding <= 2", Error);
+  CHECK_THROWS_WITH_AS(cpu::conv_backward_filter_winograd(g, x.data(), y.data(), w.data()),
+                       "conv2d: Winograd F(2x2, 3x3) needs a 3x3 filter, stride 1 and padding <= 2", Error);
 }
 
-TEST_CASE("conv winograd: every policy gives the same forward and backward data through the CPU kernels") {
+TEST_CASE("conv winograd: every policy gives the same forward, backward data and filter gradient through the CPU kernels") {
   PolicyAfter restore;
   const Kernels& k = kernels_for(Device::cpu());
   // Wide enough for the heuristic to pick Winograd, and a batch for both threads.
@@ -116,10 +163,11 @@ TEST_CASE("conv winograd: every policy gives the same forward and backward data 
   const auto gy = as<float>(values(size_t(g.N * g.K * g.P * g.Q), 5));
   auto run = [&](cpu::ConvPolicy p) {
     cpu::set_conv_policy(p);
-    std::vector<float> y(gy.size()), gx(x.size());
+    std::vector<float> y(gy.size()), gx(x.size()), gw(w.size());
     k.conv2d_forward(DType::f32, g, x.data(), w.data(), y.data(), nullptr);
     k.conv2d_backward_data(DType::f32, g, gy.data(), w.data(), gx.data(), nullptr);
-    return std::make_pair(y, gx);
+    k.conv2d_backward_filter(DType::f32, g, x.data(), gy.data(), gw.data(), nullptr);
+    return std::vector<std::vector<float>>{y, gx, gw};
   };
   const auto direct = run(cpu::ConvPolicy::gemm);
   cpu::clear_conv_choices();
@@ -127,9 +175,10 @@ TEST_CASE("conv winograd: every policy gives the same forward and backward data 
                             cpu::ConvPolicy::benchmark, cpu::ConvPolicy::benchmark}) {  // benchmark twice: timed first call, then the cached choice
     CAPTURE(cpu::conv_policy_name(p));
     const auto got = run(p);
-    for (int which = 0; which < 2; ++which) {
-      const auto& a = which ? got.second : got.first;
-      const auto& b = which ? direct.second : direct.first;
+    for (size_t which = 0; which < 3; ++which) {
+      CAPTURE(which);
+      const auto& a = got[which];
+      const auto& b = direct[which];
       double worst = 0;
       for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, double(std::fabs(a[i] - b[i])) / (1 + std::fabs(b[i])));
       CHECK(worst < 2e-5);

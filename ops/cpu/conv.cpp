@@ -23,8 +23,9 @@
 //   backward data    gx[n] [C, H, W] = col2im( w^T [CRS, K] * gy[n] [K, PQ] )
 //   backward filter  gw    [K, CRS] += gy[n] [K, PQ] * col(x[n])^T
 //
-// 3x3 stride-1 forward (and so backward data) may instead run by Winograd's
-// F(2x2, 3x3) (conv_winograd.h); conv_policy.cpp decides which runs.
+// 3x3 stride-1 passes (forward, so backward data, and the filter gradient)
+// may instead run by Winograd's F(2x2, 3x3) (conv_winograd.h);
+// conv_policy.cpp decides which runs.
 //
 // Images are spread over the OpenMP threads, each with its own buffers (and
 // its own gw partial, summed in a fixed order so results do not depend on
@@ -513,6 +514,7 @@ template <typename S>
 void conv_backward_filter(const Conv2dGeometry& g, const S* x, const S* gy, S* gw) {
   run_conv_pass(ConvPass::backward_filter, g, dtype_of<S>::value, [&](ConvAlgo a) {
     if (a == ConvAlgo::window) return conv_backward_filter_window(g, x, gy, gw);
+    if (a == ConvAlgo::winograd) return conv_backward_filter_winograd(g, x, gy, gw);
     conv_backward_filter_gemm(g, x, gy, gw);
   });
 }

@@ -67,10 +67,6 @@ std::map<ChoiceKey, ConvAlgo>& choices() {
   return m;
 }
 
-bool has_winograd(ConvPass pass, const Conv2dGeometry& g) {
-  return pass != ConvPass::backward_filter && winograd_applies(g);
-}
-
 // Measured per layer and pass with build/bench_conv (ResNet-20 at batch 128
 // and ResNet-50 at batch 16, 2 threads, a Zen 5 EPYC): the window-row
 // algorithm wins on every 3x3 stride-1 layer, the stems, pointwise layers on
@@ -92,7 +88,10 @@ bool has_winograd(ConvPass pass, const Conv2dGeometry& g) {
 // 14x14 20.3 -> 12.8-14.5, 512ch 7x7 25.9 -> 20.4; forward), and came out
 // even at 64 channels (56x56: 18.0 -> 15.2-19.1). So the rule takes it for
 // >= 128 channels where the measured speedup on a 128-channel layer says it
-// pays (winograd_pays), and where each thread has enough tiles: the
+// pays (winograd_pays); the filter gradient by Winograd too (Zen 4, same
+// layers, window -> Winograd: 128ch 20.4-21.4 -> 13.3-14.5 ms, 256ch
+// 23.1-25.7 -> 17.7-19.1, 512ch 32.8-36.1 -> 25.3-30.1; 64ch 20.4-20.9 ->
+// 23.3-25.5, slower), and where each thread has enough tiles: the
 // Winograd path splits the images across the threads and runs its 16 GEMMs
 // on each thread's tiles, so with few tiles a thread it loses (Zen 4,
 // forward, window / Winograd by 2x2 tiles a thread: 128ch 28x28 196: 1.14,
@@ -115,7 +114,7 @@ ConvAlgo heuristic(ConvPass pass, const Conv2dGeometry& g, DType dt) {
   const bool strided = g.stride_h > 1 || g.stride_w > 1;
   if (dt == DType::bf16 && bf16_conv_kernels())
     return pass == ConvPass::backward_data && strided && pointwise ? ConvAlgo::gemm : ConvAlgo::window;
-  if (pass != ConvPass::backward_filter && winograd_suits(g) && winograd_pays()) return ConvAlgo::winograd;
+  if (winograd_suits(g) && winograd_pays()) return ConvAlgo::winograd;
   if (pointwise && g.P * g.Q < 256) return ConvAlgo::gemm;
   if (pass != ConvPass::forward && strided && !pointwise && g.C >= 256) return ConvAlgo::gemm;
   if (pass == ConvPass::backward_filter && g.K < 32) return ConvAlgo::gemm;
@@ -231,7 +230,7 @@ ConvAlgo conv_algo_for(ConvPass pass, const Conv2dGeometry& g, DType dt) {
   switch (conv_policy()) {
     case ConvPolicy::window: return ConvAlgo::window;
     case ConvPolicy::gemm: return ConvAlgo::gemm;
-    case ConvPolicy::winograd: return has_winograd(pass, g) ? ConvAlgo::winograd : ConvAlgo::window;
+    case ConvPolicy::winograd: return winograd_applies(g) ? ConvAlgo::winograd : ConvAlgo::window;
     case ConvPolicy::benchmark: {
       std::lock_guard<std::mutex> lock(choices_mutex);
       auto it = choices().find(key_of(pass, g, dt));
@@ -254,7 +253,7 @@ void run_conv_pass(ConvPass pass, const Conv2dGeometry& g, DType dt, const std::
   ConvAlgo best = ConvAlgo::window;
   double best_s = seconds_of(run, ConvAlgo::window);
   for (ConvAlgo a : {ConvAlgo::gemm, ConvAlgo::winograd}) {
-    if (a == ConvAlgo::winograd && !has_winograd(pass, g)) continue;
+    if (a == ConvAlgo::winograd && !winograd_applies(g)) continue;
     const double s = seconds_of(run, a);
     if (s < best_s) best = a, best_s = s;
   }

@@ -6,14 +6,14 @@
 //             every geometry;
 //   gemm      the GEMM lowerings of conv.cpp (padded grid packed into GEMM
 //             panels for stride 1, im2col / col2im otherwise): every pass;
-//   winograd  F(2x2, 3x3) (conv_winograd.h): forward and backward data of
-//             3x3 stride-1 layers with padding <= 2.
+//   winograd  F(2x2, 3x3) (conv_winograd.h): every pass of 3x3 stride-1
+//             layers with padding <= 2.
 // The policy:
 //   heuristic  (default) window, except where the GEMM lowerings measured
 //              faster: pointwise layers with small outputs, gradients of
 //              wide strided 3x3 layers, filter gradients of narrow layers;
-//              and Winograd for the forward and backward data of 3x3
-//              stride-1 layers with >= 128 channels in and out and >= 96
+//              and Winograd for every pass of 3x3 stride-1 layers with
+//              >= 128 channels in and out and >= 96
 //              output tiles a thread, on CPUs where it was measured to pay
 //              (winograd_pays below; rules and figures in conv_policy.cpp);
 //   benchmark  each pass of each geometry is timed with every candidate on

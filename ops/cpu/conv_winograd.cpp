@@ -157,6 +157,68 @@ void winograd_images(const Conv2dGeometry& g, const Tiling& tl, const T* U, cons
   }
 }
 
+// ------------------------------------------------------ filter gradient
+
+// Z[xi][k][j0 + tj] = (A gy_tile A^T)[xi] for the tw tiles of one tile row
+// of channel k, from its 2 output-gradient rows (zero past the output).
+//   rows: [2, 2 * tw]   Z: [16, K, nt]
+template <typename T>
+void transform_grad_row(const Tiling& tl, const T* rows, int64_t k, int64_t K, int64_t nt, int64_t j0, T* Z) {
+  const T* g0 = rows;
+  const T* g1 = rows + 2 * tl.tw;
+  const int64_t plane = K * nt;
+  T* z = Z + k * nt + j0;
+#pragma omp simd
+  for (int64_t tj = 0; tj < tl.tw; ++tj) {
+    const T a = g0[2 * tj], b = g0[2 * tj + 1], c = g1[2 * tj], d = g1[2 * tj + 1];
+    const T t[4][2] = {{a, b}, {a + c, b + d}, {a - c, b - d}, {-c, -d}};  // t = A gy (rows)
+    for (int i = 0; i < 4; ++i) {                                           // (A gy) A^T (columns)
+      z[(i * 4 + 0) * plane + tj] = t[i][0];
+      z[(i * 4 + 1) * plane + tj] = t[i][0] + t[i][1];
+      z[(i * 4 + 2) * plane + tj] = t[i][0] - t[i][1];
+      z[(i * 4 + 3) * plane + tj] = -t[i][1];
+    }
+  }
+}
+
+// dU[xi] += Z[xi] V[xi]^T over the tiles of images [n0, n1), tile row batch
+// by tile row batch.   dU: [16, K, C]
+template <typename T, typename S>
+void winograd_filter_images(const Conv2dGeometry& g, const Tiling& tl, const S* x, const S* gy, T* dU, int64_t n0,
+                            int64_t n1) {
+  const int64_t rows_per_batch = std::max<int64_t>(1, kTilesPerBatch / tl.tw);
+  const int64_t max_nt = rows_per_batch * tl.tw;
+  T* V = local_buffer<T, kInputV>(16 * g.C * max_nt);
+  T* Z = local_buffer<T, kProductM>(16 * g.K * max_nt);
+  T* rows = local_buffer<T, kRowBuf>(4 * tl.wb);
+  T* grad_rows = local_buffer<T, kOutRows>(4 * tl.tw);
+  const int64_t CHW = g.C * g.H * g.W, KPQ = g.K * g.P * g.Q;
+  const int64_t first = n0 * tl.th, last = n1 * tl.th;
+  for (int64_t b0 = first; b0 < last; b0 += rows_per_batch) {
+    const int64_t b1 = std::min(last, b0 + rows_per_batch), nt = (b1 - b0) * tl.tw;
+    for (int64_t c = 0; c < g.C; ++c)
+      for (int64_t r = b0; r < b1; ++r) {
+        const int64_t n = r / tl.th, ti = r % tl.th;
+        load_tile_rows(g, tl, x + n * CHW + c * g.H * g.W, ti, rows);
+        transform_input_row(tl, rows, c, g.C, nt, (r - b0) * tl.tw, V);
+      }
+    for (int64_t k = 0; k < g.K; ++k)
+      for (int64_t r = b0; r < b1; ++r) {
+        const int64_t n = r / tl.th, ti = r % tl.th;
+        const S* gyk = gy + n * KPQ + k * g.P * g.Q;
+        for (int64_t i = 0; i < 2; ++i) {
+          T* row = grad_rows + i * 2 * tl.tw;
+          std::fill(row, row + 2 * tl.tw, T(0));
+          if (2 * ti + i < g.P) copy_values(gyk + (2 * ti + i) * g.Q, row, g.Q);
+        }
+        transform_grad_row(tl, grad_rows, k, g.K, nt, (r - b0) * tl.tw, Z);
+      }
+    for (int xi = 0; xi < 16; ++xi)
+      gemm_serial<T>(false, true, g.K, g.C, nt, T(1), Z + xi * g.K * nt, nt, V + xi * g.C * nt, nt, T(1),
+                     dU + xi * g.K * g.C, g.C);
+  }
+}
+
 }  // namespace
 
 template <typename S>
@@ -178,9 +240,60 @@ void conv_forward_winograd(const Conv2dGeometry& g, const S* x, const S* w, S* y
     parallel_for(0, threads, 1, share);
 }
 
+template <typename S>
+void conv_backward_filter_winograd(const Conv2dGeometry& g, const S* x, const S* gy, S* gw) {
+  using T = compute_t<S>;
+  EMBER_CHECK(winograd_applies(g), "conv2d: Winograd F(2x2, 3x3) needs a 3x3 filter, stride 1 and padding <= 2");
+  const Tiling tl{(g.P + 1) / 2, (g.Q + 1) / 2, 2 * ((g.Q + 1) / 2) + 2};
+  const int64_t KC = g.K * g.C;
+  // partial[t]: thread t's dU over its contiguous share of the images.
+  const int threads = std::max(1, std::min<int>(num_threads(), int(g.N)));
+  const int64_t per = (g.N + threads - 1) / threads;
+  std::vector<T*> partial(static_cast<size_t>(threads));
+  auto share = [&](int t) {
+    T* dU = partial[size_t(t)] = local_buffer<T, kFilterU>(16 * KC);
+    std::fill(dU, dU + 16 * KC, T(0));
+    winograd_filter_images(g, tl, x, gy, dU, std::min(g.N, t * per), std::min(g.N, (t + 1) * per));
+  };
+  if (threads == 1) {
+    share(0);
+  } else {
+#if defined(_OPENMP)
+#pragma omp parallel for num_threads(threads) schedule(static, 1)
+#endif
+    for (int t = 0; t < threads; ++t) share(t);
+  }
+  // gw[k][c] = G^T (sum over threads, in order, of dU[.][k][c]) G.
+  parallel_for(0, KC, 256, [&](int64_t b, int64_t e) {
+    for (int64_t kc = b; kc < e; ++kc) {
+      T m[4][4];
+      for (int xi = 0; xi < 16; ++xi) {
+        T sum = T(0);
+        for (int t = 0; t < threads; ++t) sum += partial[size_t(t)][xi * KC + kc];
+        m[xi / 4][xi % 4] = sum;
+      }
+      T u[3][4];  // u = G^T m
+      for (int j = 0; j < 4; ++j) {
+        u[0][j] = m[0][j] + T(0.5) * (m[1][j] + m[2][j]);
+        u[1][j] = T(0.5) * (m[1][j] - m[2][j]);
+        u[2][j] = T(0.5) * (m[1][j] + m[2][j]) + m[3][j];
+      }
+      for (int r = 0; r < 3; ++r) {  // (G^T m) G
+        gw[kc * 9 + r * 3 + 0] = convert_value<S>(u[r][0] + T(0.5) * (u[r][1] + u[r][2]));
+        gw[kc * 9 + r * 3 + 1] = convert_value<S>(T(0.5) * (u[r][1] - u[r][2]));
+        gw[kc * 9 + r * 3 + 2] = convert_value<S>(T(0.5) * (u[r][1] + u[r][2]) + u[r][3]);
+      }
+    }
+  });
+}
+
 template void conv_forward_winograd<float>(const Conv2dGeometry&, const float*, const float*, float*);
 template void conv_forward_winograd<double>(const Conv2dGeometry&, const double*, const double*, double*);
 template void conv_forward_winograd<f16>(const Conv2dGeometry&, const f16*, const f16*, f16*);
 template void conv_forward_winograd<bf16>(const Conv2dGeometry&, const bf16*, const bf16*, bf16*);
+template void conv_backward_filter_winograd<float>(const Conv2dGeometry&, const float*, const float*, float*);
+template void conv_backward_filter_winograd<double>(const Conv2dGeometry&, const double*, const double*, double*);
+template void conv_backward_filter_winograd<f16>(const Conv2dGeometry&, const f16*, const f16*, f16*);
+template void conv_backward_filter_winograd<bf16>(const Conv2dGeometry&, const bf16*, const bf16*, bf16*);
 
 }  // namespace ember::cpu
