@@ -132,7 +132,7 @@ double seconds_of(const std::function<void(ConvAlgo)>& run, ConvAlgo a) {
 double winograd_speedup() {
   static const double speedup = [] {
     // The reference layer: ResNet-18/50's 128-channel 3x3 layer at batch 8
-    // (1.85 GFLOP a run, ~70 ms in all on a 2-core Zen 4; values in [-1, 1)
+    // (1.85 GFLOP a run, ~0.1 s in all on a 2-core Zen 4; values in [-1, 1)
     // so that nothing is subnormal).
     const Conv2dGeometry g = make_conv2d_geometry(8, 128, 28, 28, 128, 3, 3, 1, 1, 1, 1);
     std::vector<float> x(size_t(g.N * g.C * g.H * g.W)), w(size_t(g.K * g.C * 9)), y(size_t(g.N * g.K * g.P * g.Q));
@@ -150,10 +150,10 @@ double winograd_speedup() {
     };
     seconds(ConvAlgo::window);  // warm-up: buffers, caches, the clock
     seconds(ConvAlgo::winograd);
-    // Alternating, so that drift falls on both; the best of 3 each: the
+    // Alternating, so that drift falls on both; the best of 5 each: the
     // other tenants of a shared machine only ever slow a run down.
     double window_s = 1e30, winograd_s = 1e30;
-    for (int round = 0; round < 3; ++round) {
+    for (int round = 0; round < 5; ++round) {
       window_s = std::min(window_s, seconds(ConvAlgo::window));
       winograd_s = std::min(winograd_s, seconds(ConvAlgo::winograd));
     }
