@@ -100,6 +100,20 @@ void transform_input_row(const Tiling& tl, const T* rows, int64_t c, int64_t C, 
   }
 }
 
+// V for the tiles of tile rows [b0, b1) (image * th + ti) of every channel.
+//   x: [N, C, H, W]   rows: [4, wb] scratch   V: [16, C, (b1 - b0) * tw]
+template <typename T, typename S>
+void transform_input_batch(const Conv2dGeometry& g, const Tiling& tl, const S* x, int64_t b0, int64_t b1, T* rows,
+                           T* V) {
+  const int64_t CHW = g.C * g.H * g.W, nt = (b1 - b0) * tl.tw;
+  for (int64_t c = 0; c < g.C; ++c)
+    for (int64_t r = b0; r < b1; ++r) {
+      const int64_t n = r / tl.th, ti = r % tl.th;
+      load_tile_rows(g, tl, x + n * CHW + c * g.H * g.W, ti, rows);
+      transform_input_row(tl, rows, c, g.C, nt, (r - b0) * tl.tw, V);
+    }
+}
+
 // Output rows 2 ti and 2 ti + 1 of channel k from the tw tiles' products.
 //   M: [16, K, nt]   out: [2, 2 * tw] (then clipped to Q columns and P rows)
 template <typename T>
@@ -133,16 +147,11 @@ void winograd_images(const Conv2dGeometry& g, const Tiling& tl, const T* U, cons
   T* M = local_buffer<T, kProductM>(16 * g.K * max_nt);
   T* rows = local_buffer<T, kRowBuf>(4 * tl.wb);
   T* out = local_buffer<T, kOutRows>(4 * tl.tw);
-  const int64_t CHW = g.C * g.H * g.W, KPQ = g.K * g.P * g.Q;
+  const int64_t KPQ = g.K * g.P * g.Q;
   const int64_t first = n0 * tl.th, last = n1 * tl.th;  // tile rows (image * th + ti) of this share
   for (int64_t b0 = first; b0 < last; b0 += rows_per_batch) {
     const int64_t b1 = std::min(last, b0 + rows_per_batch), nt = (b1 - b0) * tl.tw;
-    for (int64_t c = 0; c < g.C; ++c)
-      for (int64_t r = b0; r < b1; ++r) {
-        const int64_t n = r / tl.th, ti = r % tl.th;
-        load_tile_rows(g, tl, x + n * CHW + c * g.H * g.W, ti, rows);
-        transform_input_row(tl, rows, c, g.C, nt, (r - b0) * tl.tw, V);
-      }
+    transform_input_batch(g, tl, x, b0, b1, rows, V);
     for (int xi = 0; xi < 16; ++xi)
       gemm_serial<T>(false, false, g.K, nt, g.C, T(1), U + xi * g.K * g.C, g.C, V + xi * g.C * nt, nt, T(0),
                      M + xi * g.K * nt, nt);
@@ -192,16 +201,11 @@ void winograd_filter_images(const Conv2dGeometry& g, const Tiling& tl, const S* 
   T* Z = local_buffer<T, kProductM>(16 * g.K * max_nt);
   T* rows = local_buffer<T, kRowBuf>(4 * tl.wb);
   T* grad_rows = local_buffer<T, kOutRows>(4 * tl.tw);
-  const int64_t CHW = g.C * g.H * g.W, KPQ = g.K * g.P * g.Q;
+  const int64_t KPQ = g.K * g.P * g.Q;
   const int64_t first = n0 * tl.th, last = n1 * tl.th;
   for (int64_t b0 = first; b0 < last; b0 += rows_per_batch) {
     const int64_t b1 = std::min(last, b0 + rows_per_batch), nt = (b1 - b0) * tl.tw;
-    for (int64_t c = 0; c < g.C; ++c)
-      for (int64_t r = b0; r < b1; ++r) {
-        const int64_t n = r / tl.th, ti = r % tl.th;
-        load_tile_rows(g, tl, x + n * CHW + c * g.H * g.W, ti, rows);
-        transform_input_row(tl, rows, c, g.C, nt, (r - b0) * tl.tw, V);
-      }
+    transform_input_batch(g, tl, x, b0, b1, rows, V);
     for (int64_t k = 0; k < g.K; ++k)
       for (int64_t r = b0; r < b1; ++r) {
         const int64_t n = r / tl.th, ti = r % tl.th;
