@@ -51,4 +51,21 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, F&& f) {
   f(begin, end);
 }
 
+// Calls f(t) for every share t in [0, shares), each share on its own thread
+// (so that thread-local buffers, such as a share's partial sums, are
+// distinct), or all on the calling thread when shares is 1. The callers sum
+// the shares' results in share order afterwards, so results do not depend
+// on scheduling.
+template <typename F>
+void for_each_share(int shares, F&& f) {
+  if (shares <= 1) {
+    if (shares == 1) f(0);
+    return;
+  }
+#if defined(_OPENMP)
+#pragma omp parallel for num_threads(shares) schedule(static, 1)
+#endif
+  for (int t = 0; t < shares; ++t) f(t);
+}
+
 }  // namespace ember

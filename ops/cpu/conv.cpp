@@ -247,6 +247,20 @@ int64_t stacked_columns(const Conv2dGeometry& g) {
   return std::clamp<int64_t>((kStackedColumns + g.col_cols() - 1) / g.col_cols(), 1, 16);
 }
 
+// count images' [rows, PQ] planes side by side, and back (converting where
+// the types differ):
+//   images: [count, rows, PQ]   stacked: [rows, count * PQ]
+template <typename S, typename T>
+void place_side_by_side(const S* images, int64_t count, int64_t rows, int64_t PQ, T* stacked) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < count; ++i) copy_values(images + (i * rows + r) * PQ, stacked + (r * count + i) * PQ, PQ);
+}
+template <typename S>
+void split_side_by_side(const S* stacked, int64_t count, int64_t rows, int64_t PQ, S* images) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < count; ++i) copy_values(stacked + (r * count + i) * PQ, images + (i * rows + r) * PQ, PQ);
+}
+
 // Runs image(n, parallel_gemm) for every image: images spread over the
 // threads when there are enough of them, else one at a time with the GEMM
 // itself parallel (the padded-grid path then runs serially).
@@ -300,9 +314,7 @@ void conv_forward_gemm(const Conv2dGeometry& g, const S* x, const S* w, S* y) {
       } else {
         gemm_serial<T>(false, false, g.K, cols, CRS, T(1), w, CRS, col, cols, T(0), out, cols);
       }
-      for (int64_t k = 0; k < g.K; ++k)
-        for (int64_t i = 0; i < count; ++i)
-          std::memcpy(y + ((n0 + i) * g.K + k) * PQ, out + k * cols + i * PQ, sizeof(S) * size_t(PQ));
+      split_side_by_side(out, count, g.K, PQ, y + n0 * KPQ);
     });
     return;
   }
@@ -375,9 +387,7 @@ void conv_backward_data_gemm(const Conv2dGeometry& g, const S* gy, const S* w, S
     int64_t ldb = PQ;
     if (count > 1) {
       S* gys = local_buffer<S, kStackedGrad>(g.K * cols);
-      for (int64_t k = 0; k < g.K; ++k)
-        for (int64_t i = 0; i < count; ++i)
-          std::memcpy(gys + k * cols + i * PQ, gy + (n0 + i) * KPQ + k * PQ, sizeof(S) * size_t(PQ));
+      place_side_by_side(gy + n0 * KPQ, count, g.K, PQ, gys);
       b = gys, ldb = cols;
     }
     T* dcol = local_buffer<T, kColumn>(CRS * cols);
@@ -411,10 +421,7 @@ void conv_backward_filter_gemm(const Conv2dGeometry& g, const S* x, const S* gy,
   // Small images are stacked so each dot product of the GEMM runs over
   // at least ~512 grid columns.
   const int64_t plane = (g.H + 2 * g.pad_h) * (g.W + 2 * g.pad_w);
-  const bool f16_pointwise = is_half_v<S> && is_pointwise(g);  // (its own chunked path)
-  const int64_t stack = grid_path        ? std::clamp<int64_t>((512 + plane - 1) / plane, 1, 16)
-                        : f16_pointwise ? 1
-                                        : stacked_columns(g);
+  const int64_t stack = grid_path ? std::clamp<int64_t>((512 + plane - 1) / plane, 1, 16) : stacked_columns(g);
   const PaddedGrid<T> grid(g, stack);
 
   // acc += sum over images [n0, n0 + count) of gy[n] * col(x[n])^T.
@@ -456,10 +463,8 @@ void conv_backward_filter_gemm(const Conv2dGeometry& g, const S* x, const S* gy,
     const int64_t cols = count * PQ;
     T* gys = local_buffer<T, kStackedGrad>(g.K * cols);
     T* col = local_buffer<T, kColumn>(CRS * cols);
-    for (int64_t i = 0; i < count; ++i) {
-      for (int64_t k = 0; k < g.K; ++k) copy_values(gy + ((n0 + i) * g.K + k) * PQ, gys + k * cols + i * PQ, PQ);
-      im2col_image(g, x + (n0 + i) * CHW, col + i * PQ, cols);
-    }
+    place_side_by_side(gy + n0 * g.K * PQ, count, g.K, PQ, gys);
+    for (int64_t i = 0; i < count; ++i) im2col_image(g, x + (n0 + i) * CHW, col + i * PQ, cols);
     gemm_serial<T>(false, true, g.K, CRS, cols, T(1), gys, cols, col, cols, T(1), acc, CRS);
   };
 
@@ -469,15 +474,12 @@ void conv_backward_filter_gemm(const Conv2dGeometry& g, const S* x, const S* gy,
   // (each in its thread's grow-only buffer: no allocation or page faults per call)
   std::vector<T*> partial(static_cast<size_t>(threads));
   const int64_t per = (g.N + threads - 1) / threads;
-#if defined(_OPENMP)
-#pragma omp parallel for num_threads(threads) schedule(static, 1)
-#endif
-  for (int t = 0; t < threads; ++t) {
+  for_each_share(threads, [&](int t) {
     T* acc = partial[size_t(t)] = local_buffer<T, kPartial>(KCRS);
     std::fill(acc, acc + KCRS, T(0));
     const int64_t end = std::min(g.N, (t + 1) * per);
     for (int64_t n = t * per; n < end; n += stack) images(n, std::min(stack, end - n), acc);
-  }
+  });
   // Fixed-order reduction of the partials.
   T* out = out_ptr<kF16Out>(gw, KCRS);
   parallel_for(0, KCRS, 4096, [&](int64_t b, int64_t e) {

@@ -384,14 +384,7 @@ void conv_backward_filter_window(const Conv2dGeometry& g, const S* x, const S* g
       }
     }
   };
-  if (threads == 1) {
-    share(0);
-  } else {
-#if defined(_OPENMP)
-#pragma omp parallel for num_threads(threads) schedule(static, 1)
-#endif
-    for (int t = 0; t < threads; ++t) share(t);
-  }
+  for_each_share(threads, share);
   // gw[k, crs] = sum over threads (in order) and lane groups, in blocks of
   // kReduceRows rows of the partial sums (read along their rows; gw written
   // kReduceRows contiguous values per output channel).

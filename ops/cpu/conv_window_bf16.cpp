@@ -191,14 +191,7 @@ bool conv_backward_filter_window_bf16(const Conv2dGeometry& g, const bf16* x, co
       }
     }
   };
-  if (threads == 1) {
-    share(0);
-  } else {
-#if defined(_OPENMP)
-#pragma omp parallel for num_threads(threads) schedule(static, 1)
-#endif
-    for (int t = 0; t < threads; ++t) share(t);
-  }
+  for_each_share(threads, share);
   // gw[k, crs] = sum over threads (in order) and the F lanes of k, rounded
   // once; in blocks of rows of the partial sums (as conv_window.cpp).
   constexpr int64_t kReduceRows = 16;

@@ -259,14 +259,7 @@ void conv_backward_filter_winograd(const Conv2dGeometry& g, const S* x, const S*
     std::fill(dU, dU + 16 * KC, T(0));
     winograd_filter_images(g, tl, x, gy, dU, std::min(g.N, t * per), std::min(g.N, (t + 1) * per));
   };
-  if (threads == 1) {
-    share(0);
-  } else {
-#if defined(_OPENMP)
-#pragma omp parallel for num_threads(threads) schedule(static, 1)
-#endif
-    for (int t = 0; t < threads; ++t) share(t);
-  }
+  for_each_share(threads, share);
   // gw[k][c] = G^T (sum over threads, in order, of dU[.][k][c]) G.
   parallel_for(0, KC, 256, [&](int64_t b, int64_t e) {
     for (int64_t kc = b; kc < e; ++kc) {
