@@ -67,6 +67,20 @@ std::map<ChoiceKey, ConvAlgo>& choices() {
   return m;
 }
 
+// Whether Winograd suits layer g: 3x3 stride 1, >= 128 channels in and out,
+// and enough tiles for each thread. The Winograd path splits the images
+// across the threads and runs its 16 GEMMs on each thread's tiles, so with
+// few tiles a thread it loses (Zen 4, forward, window / Winograd by 2x2
+// tiles a thread: 128ch 28x28 196: 1.14, 392: 1.24, 784: 1.31; 256ch 14x14
+// 49: 0.90, 98: 1.10, 196: 1.24, 392: 1.44; 512ch 7x7 32: 1.01, 128: 1.26;
+// one 56x56 image on two threads: 0.65).
+bool winograd_suits(const Conv2dGeometry& g) {
+  const int64_t threads = num_threads();
+  const int64_t tiles = g.N * ((g.P + 1) / 2) * ((g.Q + 1) / 2);
+  return winograd_applies(g) && g.C >= kWinogradMinChannels && g.K >= kWinogradMinChannels && g.N >= threads &&
+         tiles >= kWinogradMinTilesPerThread * threads;
+}
+
 // Measured per layer and pass with build/bench_conv (ResNet-20 at batch 128
 // and ResNet-50 at batch 16, 2 threads, a Zen 5 EPYC): the window-row
 // algorithm wins on every 3x3 stride-1 layer, the stems, pointwise layers on
@@ -88,22 +102,10 @@ std::map<ChoiceKey, ConvAlgo>& choices() {
 // 14x14 20.3 -> 12.8-14.5, 512ch 7x7 25.9 -> 20.4; forward), and came out
 // even at 64 channels (56x56: 18.0 -> 15.2-19.1). So the rule takes it for
 // >= 128 channels where the measured speedup on a 128-channel layer says it
-// pays (winograd_pays); the filter gradient by Winograd too (Zen 4, same
-// layers, window -> Winograd: 128ch 20.4-21.4 -> 13.3-14.5 ms, 256ch
-// 23.1-25.7 -> 17.7-19.1, 512ch 32.8-36.1 -> 25.3-30.1; 64ch 20.4-20.9 ->
-// 23.3-25.5, slower), and where each thread has enough tiles: the
-// Winograd path splits the images across the threads and runs its 16 GEMMs
-// on each thread's tiles, so with few tiles a thread it loses (Zen 4,
-// forward, window / Winograd by 2x2 tiles a thread: 128ch 28x28 196: 1.14,
-// 392: 1.24, 784: 1.31; 256ch 14x14 49: 0.90, 98: 1.10, 196: 1.24, 392:
-// 1.44; 512ch 7x7 32: 1.01, 128: 1.26; one 56x56 image on two threads:
-// 0.65).
-bool winograd_suits(const Conv2dGeometry& g) {
-  const int64_t threads = num_threads();
-  const int64_t tiles = g.N * ((g.P + 1) / 2) * ((g.Q + 1) / 2);
-  return winograd_applies(g) && g.C >= kWinogradMinChannels && g.K >= kWinogradMinChannels && g.N >= threads &&
-         tiles >= kWinogradMinTilesPerThread * threads;
-}
+// pays (winograd_pays) and the layer suits it (winograd_suits); the filter
+// gradient by Winograd too (Zen 4, same layers, window -> Winograd: 128ch
+// 20.4-21.4 -> 13.3-14.5 ms, 256ch 23.1-25.7 -> 17.7-19.1, 512ch 32.8-36.1
+// -> 25.3-30.1; 64ch 20.4-20.9 -> 23.3-25.5, slower).
 //
 // bf16 on AVX512-BF16 (conv_bf16_kernels.h) is a different balance: the
 // window tiles multiply bf16 pairs at twice the f32 rate while the GEMM
@@ -140,22 +142,18 @@ double winograd_speedup() {
     auto next = [&] { return float((state = state * 1664525u + 1013904223u) >> 8) / float(1 << 23) - 1.0f; };
     for (float& v : x) v = next();
     for (float& v : w) v = next() * 0.03f;
-    auto seconds = [&](ConvAlgo a) {
-      return seconds_of(
-          [&](ConvAlgo algo) {
-            if (algo == ConvAlgo::winograd) conv_forward_winograd(g, x.data(), w.data(), y.data());
-            else conv_forward_window(g, x.data(), w.data(), y.data());
-          },
-          a);
+    const std::function<void(ConvAlgo)> run = [&](ConvAlgo a) {
+      if (a == ConvAlgo::winograd) conv_forward_winograd(g, x.data(), w.data(), y.data());
+      else conv_forward_window(g, x.data(), w.data(), y.data());
     };
-    seconds(ConvAlgo::window);  // warm-up: buffers, caches, the clock
-    seconds(ConvAlgo::winograd);
+    seconds_of(run, ConvAlgo::window);  // warm-up: buffers, caches, the clock
+    seconds_of(run, ConvAlgo::winograd);
     // Alternating, so that drift falls on both; the best of 5 each: the
     // other tenants of a shared machine only ever slow a run down.
     double window_s = 1e30, winograd_s = 1e30;
     for (int round = 0; round < 5; ++round) {
-      window_s = std::min(window_s, seconds(ConvAlgo::window));
-      winograd_s = std::min(winograd_s, seconds(ConvAlgo::winograd));
+      window_s = std::min(window_s, seconds_of(run, ConvAlgo::window));
+      winograd_s = std::min(winograd_s, seconds_of(run, ConvAlgo::winograd));
     }
     return winograd_s > 0 ? window_s / winograd_s : 0.0;
   }();
