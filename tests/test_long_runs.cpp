@@ -207,6 +207,17 @@ TEST_CASE("long runs: a resumed model is rebuilt from its checkpoint's recipe (c
   CHECK(contains(second.out, "Finished 1 epochs"));
 }
 
+TEST_CASE("long runs: data-parallel ranks stop on the sum they all saw, not on a request that came after it") {
+  // Nobody had asked when the ranks compared: every rank goes on, even one
+  // whose own Ctrl-C arrived just after (it stops at the next comparison).
+  CHECK(apps::agreed_stop_signal(0, 0) == 0);
+  CHECK(apps::agreed_stop_signal(0, SIGINT) == 0);
+  // Someone had asked: every rank stops, naming its own signal where it has one.
+  CHECK(apps::agreed_stop_signal(SIGINT, SIGINT) == SIGINT);
+  CHECK(apps::agreed_stop_signal(SIGINT, 0) == SIGTERM);
+  CHECK(apps::agreed_stop_signal(SIGINT + SIGTERM, SIGTERM) == SIGTERM);
+}
+
 TEST_CASE("long runs: Ctrl-C on the whole process group of a --nproc 2 run stops both ranks after one step") {
   TempDir dir;
   const std::string prefix = (dir.path / "dp/m").string();

@@ -301,10 +301,7 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
   // A stop request (Ctrl-C, SIGTERM) on any rank stops every rank after the same step.
   auto local_signal = [&]() -> int { return o.stop ? o.stop->requested() : 0; };
   // The agreed signal from a sum over ranks of each rank's own (0 when none asked).
-  auto agreed_signal = [&](double sum_of_signals) -> int {
-    const int local = local_signal();
-    return local ? local : sum_of_signals > 0 ? SIGTERM : 0;
-  };
+  auto agreed_signal = [&](double sum_of_signals) { return agreed_stop_signal(sum_of_signals, local_signal()); };
   auto stop_signal = [&]() -> int {  // one extra collective: for the epoch end only
     return comm ? agreed_signal(net::dist::sum_over_ranks(*comm, {double(local_signal())})[0]) : local_signal();
   };

@@ -30,4 +30,15 @@ class StopSignals {
   struct sigaction old_int_{}, old_term_{};
 };
 
+// The stop data-parallel ranks agree on, from the sum over ranks of their
+// requests (0 when none had asked) taken by one collective: every rank sees
+// the same sum, so every rank stops after the same step. `local` (this
+// rank's request read now) only names the signal; a request that arrived
+// after the collective waits for the next one (deciding on it here would
+// stop this rank a step before the others: a broken ring).
+inline int agreed_stop_signal(double sum_of_requests, int local) {
+  if (sum_of_requests <= 0) return 0;
+  return local ? local : SIGTERM;
+}
+
 }  // namespace ember::apps
