@@ -281,7 +281,7 @@ TEST_CASE("conv algorithms: policy names, parsing, where Winograd applies") {
   CHECK_FALSE(cpu::winograd_applies(make_conv2d_geometry(1, 1, 5, 5, 1, 3, 3, 1, 1, 3, 3)));  // padding 3
 }
 
-TEST_CASE("conv algorithms: the heuristic takes Winograd for wide 3x3 stride-1 layers with enough tiles, where it pays") {
+TEST_CASE("conv algorithms: the heuristic takes Winograd for 3x3 stride-1 layers of >= 32 channels and enough tiles, where it pays") {
   RestoreAfter restore;
   using cpu::ConvAlgo;
   using cpu::ConvPass;
@@ -290,9 +290,16 @@ TEST_CASE("conv algorithms: the heuristic takes Winograd for wide 3x3 stride-1 l
   cpu::set_conv_policy(cpu::ConvPolicy::heuristic);
   // ResNet-50's 256-channel 14x14 layer at batch 16: 784 tiles, 392 a thread.
   const Conv2dGeometry wide = make_conv2d_geometry(16, 256, 14, 14, 256, 3, 3, 1, 1, 1, 1);
-  const Conv2dGeometry narrow = make_conv2d_geometry(16, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1);      // 64 channels
-  const Conv2dGeometry wide_out = make_conv2d_geometry(16, 64, 28, 28, 128, 3, 3, 1, 1, 1, 1);   // 64 in
-  const Conv2dGeometry narrow_out = make_conv2d_geometry(16, 128, 28, 28, 64, 3, 3, 1, 1, 1, 1);  // 64 out
+  // Also taken: ResNet-50's 64-channel 56x56 layer, ResNet-20's 32-channel
+  // 14x14 layer (batch 128), 32 in / 64 out, 512 channels at 7x7.
+  const std::vector<Conv2dGeometry> taken = {
+      make_conv2d_geometry(16, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1), make_conv2d_geometry(128, 32, 14, 14, 32, 3, 3, 1, 1, 1, 1),
+      make_conv2d_geometry(16, 32, 28, 28, 64, 3, 3, 1, 1, 1, 1), make_conv2d_geometry(16, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1)};
+  const Conv2dGeometry narrow = make_conv2d_geometry(128, 16, 28, 28, 16, 3, 3, 1, 1, 1, 1);     // 16 channels
+  const Conv2dGeometry narrow_in = make_conv2d_geometry(128, 16, 28, 28, 32, 3, 3, 1, 1, 1, 1);  // 16 in
+  const Conv2dGeometry narrow_out = make_conv2d_geometry(128, 32, 28, 28, 16, 3, 3, 1, 1, 1, 1); // 16 out
+  const Conv2dGeometry small_plane = make_conv2d_geometry(128, 64, 7, 7, 64, 3, 3, 1, 1, 1, 1);  // 7x7, < 128 channels
+  const Conv2dGeometry small_plane_in = make_conv2d_geometry(16, 64, 7, 7, 512, 3, 3, 1, 1, 1, 1);  // 64 in
   const Conv2dGeometry few_tiles = make_conv2d_geometry(2, 256, 14, 14, 256, 3, 3, 1, 1, 1, 1);  // 49 a thread
   const Conv2dGeometry one_image = make_conv2d_geometry(1, 128, 56, 56, 128, 3, 3, 1, 1, 1, 1);  // N < threads
   const Conv2dGeometry strided = make_conv2d_geometry(16, 256, 28, 28, 256, 3, 3, 2, 2, 1, 1);
@@ -302,7 +309,14 @@ TEST_CASE("conv algorithms: the heuristic takes Winograd for wide 3x3 stride-1 l
   CHECK(cpu::conv_algo_for(ConvPass::backward_data, wide, DType::f32) == ConvAlgo::winograd);
   CHECK(cpu::conv_algo_for(ConvPass::forward, wide, DType::f16) == ConvAlgo::winograd);
   CHECK(cpu::conv_algo_for(ConvPass::backward_filter, wide, DType::f32) == ConvAlgo::winograd);
-  for (const Conv2dGeometry& g : {narrow, wide_out, narrow_out, few_tiles, one_image, strided}) {
+  for (const Conv2dGeometry& g : taken) {
+    INFO("N=" << g.N << " C=" << g.C << " K=" << g.K << " H=" << g.H);
+    CHECK(cpu::conv_algo_for(ConvPass::forward, g, DType::f32) == ConvAlgo::winograd);
+    CHECK(cpu::conv_algo_for(ConvPass::backward_data, g, DType::f32) == ConvAlgo::winograd);
+    CHECK(cpu::conv_algo_for(ConvPass::backward_filter, g, DType::f32) == ConvAlgo::winograd);
+  }
+  for (const Conv2dGeometry& g :
+       {narrow, narrow_in, narrow_out, small_plane, small_plane_in, few_tiles, one_image, strided}) {
     INFO("N=" << g.N << " C=" << g.C << " K=" << g.K << " H=" << g.H);
     CHECK(cpu::conv_algo_for(ConvPass::forward, g, DType::f32) != ConvAlgo::winograd);
     CHECK(cpu::conv_algo_for(ConvPass::backward_data, g, DType::f32) != ConvAlgo::winograd);

@@ -3,8 +3,12 @@
 // over batch sizes, odd and tiny images, every padding it takes and channel
 // counts past one tile batch; then the policy (names, forced, benchmark
 // mode) through the conv2d kernels of the CPU table, forward, backward
-// data and filter gradient; the filter gradient against double sums too. The op harness also runs every conv case with Winograd forced
-// (backend cpu-winograd, tests/op_harness.cpp).
+// data and filter gradient; the filter gradient against double sums too.
+// The transforms and the products run on the GEMM kernel set's vector
+// tiles (ops/cpu/winograd_micro.h), so the direct comparisons run once per
+// kernel set this CPU supports (AVX-512, AVX2, portable: 32-, 32- and
+// 16-byte transform vectors). The op harness also runs every conv case with
+// Winograd forced (backend cpu-winograd, tests/op_harness.cpp).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -15,6 +19,7 @@
 #include "engine/half.h"
 #include "ops/cpu/conv_winograd.h"
 #include "ops/cpu/f16_util.h"
+#include "ops/cpu/gemm_isa.h"
 #include "ops/kernels.h"
 
 namespace ember {
@@ -22,6 +27,9 @@ namespace {
 
 struct PolicyAfter {  // puts the default policy back when a test case ends
   ~PolicyAfter() { cpu::set_conv_policy(cpu::ConvPolicy::heuristic); }
+};
+struct IsaAfter {  // puts the best kernel set back when a test case ends
+  ~IsaAfter() { cpu::set_gemm_isa(cpu::supported_gemm_isas().back()); }
 };
 
 std::vector<double> values(size_t n, uint64_t seed) {
@@ -77,25 +85,38 @@ const std::vector<Geom> kGeoms = {
     {1, 1, 3, 3, 1, 0},  {2, 3, 7, 9, 5, 1},   {3, 2, 5, 4, 4, 2},   {1, 4, 6, 6, 3, 0},
     {2, 5, 1, 1, 2, 1},  {4, 16, 7, 7, 8, 1},  {2, 33, 9, 11, 17, 1}, {5, 8, 28, 28, 6, 1},  // 28x28: tile rows batch
     {1, 3, 2, 8, 2, 2},
+    // 57x58: 29 tiles a row (vector blocks and a partial one; batches of 6
+    // tile rows that cross images; the odd last row not written in place).
+    {3, 2, 57, 58, 3, 1},
+    // 16 output channels (two tiles a lane pair in the filter gradient) and
+    // 49 tiles an image, one image a thread: an odd count of tiles.
+    {2, 3, 13, 13, 16, 1},
+    // 20 output channels: one tile a lane, a part-filled panel.
+    {2, 3, 14, 14, 20, 1},
 };
 
 TEST_CASE_TEMPLATE("conv winograd F(2x2,3x3) matches direct convolution", S, double, float, f16) {
-  for (const Geom& t : kGeoms) {
-    const Conv2dGeometry g = make_conv2d_geometry(t.N, t.C, t.H, t.W, t.K, 3, 3, 1, 1, t.pad, t.pad);
-    CAPTURE(t.N);
-    CAPTURE(t.C);
-    CAPTURE(t.H);
-    CAPTURE(t.W);
-    CAPTURE(t.K);
-    CAPTURE(t.pad);
-    const auto x = values(size_t(g.N * g.C * g.H * g.W), 1), w = values(size_t(g.K * g.C * 9), 2);
-    const auto want = reference(g, x, w);
-    const auto xs = as<S>(x), ws = as<S>(w);
-    std::vector<S> y(want.size(), cpu::convert_value<S>(123.0));
-    cpu::conv_forward_winograd(g, xs.data(), ws.data(), y.data());
-    // f64: rounding only; f32: a few ulps of sums of ~9C terms; f16: the output's rounding (2^-11) dominates.
-    const double tol = std::is_same_v<S, double> ? 1e-12 : std::is_same_v<S, float> ? 2e-6 * std::sqrt(double(9 * g.C)) : 1e-3;
-    CHECK(worst_error(y, want) < tol);
+  IsaAfter restore;
+  for (cpu::GemmIsa isa : cpu::supported_gemm_isas()) {
+    for (const Geom& t : kGeoms) {
+      cpu::set_gemm_isa(isa);
+      CAPTURE(cpu::gemm_isa_name(isa));
+      const Conv2dGeometry g = make_conv2d_geometry(t.N, t.C, t.H, t.W, t.K, 3, 3, 1, 1, t.pad, t.pad);
+      CAPTURE(t.N);
+      CAPTURE(t.C);
+      CAPTURE(t.H);
+      CAPTURE(t.W);
+      CAPTURE(t.K);
+      CAPTURE(t.pad);
+      const auto x = values(size_t(g.N * g.C * g.H * g.W), 1), w = values(size_t(g.K * g.C * 9), 2);
+      const auto want = reference(g, x, w);
+      const auto xs = as<S>(x), ws = as<S>(w);
+      std::vector<S> y(want.size(), cpu::convert_value<S>(123.0));
+      cpu::conv_forward_winograd(g, xs.data(), ws.data(), y.data());
+      // f64: rounding only; f32: a few ulps of sums of ~9C terms; f16: the output's rounding (2^-11) dominates.
+      const double tol = std::is_same_v<S, double> ? 1e-12 : std::is_same_v<S, float> ? 2e-6 * std::sqrt(double(9 * g.C)) : 1e-3;
+      CHECK(worst_error(y, want) < tol);
+    }
   }
 }
 
@@ -121,26 +142,31 @@ std::vector<double> reference_filter_grad(const Conv2dGeometry& g, const std::ve
 }
 
 TEST_CASE_TEMPLATE("conv winograd F(2x2,3x3) filter gradient matches the direct sums", S, double, float, f16) {
+  IsaAfter restore;
   std::vector<Geom> geoms = kGeoms;
   geoms.push_back({9, 4, 6, 5, 3, 1});  // more images than threads, uneven shares
-  for (const Geom& t : geoms) {
-    const Conv2dGeometry g = make_conv2d_geometry(t.N, t.C, t.H, t.W, t.K, 3, 3, 1, 1, t.pad, t.pad);
-    CAPTURE(t.N);
-    CAPTURE(t.C);
-    CAPTURE(t.H);
-    CAPTURE(t.W);
-    CAPTURE(t.K);
-    CAPTURE(t.pad);
-    const auto x = values(size_t(g.N * g.C * g.H * g.W), 6), gy = values(size_t(g.N * g.K * g.P * g.Q), 7);
-    const auto want = reference_filter_grad(g, x, gy);
-    const auto xs = as<S>(x), gys = as<S>(gy);
-    std::vector<S> gw(want.size(), cpu::convert_value<S>(123.0));
-    cpu::conv_backward_filter_winograd(g, xs.data(), gys.data(), gw.data());
-    // f64: rounding only; f32: a few ulps of sums of N*P*Q terms; f16: the output's rounding dominates.
-    const double terms = double(g.N * g.P * g.Q);
-    const double tol = std::is_same_v<S, double> ? 1e-12 : std::is_same_v<S, float> ? 2e-6 * std::sqrt(terms) : 1e-3;
-    const double worst = worst_error(gw, want);
-    CHECK_MESSAGE(worst < tol, "worst " << worst << " tolerance " << tol);
+  for (cpu::GemmIsa isa : cpu::supported_gemm_isas()) {
+    for (const Geom& t : geoms) {
+      cpu::set_gemm_isa(isa);
+      CAPTURE(cpu::gemm_isa_name(isa));
+      const Conv2dGeometry g = make_conv2d_geometry(t.N, t.C, t.H, t.W, t.K, 3, 3, 1, 1, t.pad, t.pad);
+      CAPTURE(t.N);
+      CAPTURE(t.C);
+      CAPTURE(t.H);
+      CAPTURE(t.W);
+      CAPTURE(t.K);
+      CAPTURE(t.pad);
+      const auto x = values(size_t(g.N * g.C * g.H * g.W), 6), gy = values(size_t(g.N * g.K * g.P * g.Q), 7);
+      const auto want = reference_filter_grad(g, x, gy);
+      const auto xs = as<S>(x), gys = as<S>(gy);
+      std::vector<S> gw(want.size(), cpu::convert_value<S>(123.0));
+      cpu::conv_backward_filter_winograd(g, xs.data(), gys.data(), gw.data());
+      // f64: rounding only; f32: a few ulps of sums of N*P*Q terms; f16: the output's rounding dominates.
+      const double terms = double(g.N * g.P * g.Q);
+      const double tol = std::is_same_v<S, double> ? 1e-12 : std::is_same_v<S, float> ? 2e-6 * std::sqrt(terms) : 1e-3;
+      const double worst = worst_error(gw, want);
+      CHECK_MESSAGE(worst < tol, "worst " << worst << " tolerance " << tol);
+    }
   }
 }
 

@@ -77,8 +77,10 @@ std::map<ChoiceKey, ConvAlgo>& choices() {
 bool winograd_suits(const Conv2dGeometry& g) {
   const int64_t threads = num_threads();
   const int64_t tiles = g.N * ((g.P + 1) / 2) * ((g.Q + 1) / 2);
-  return winograd_applies(g) && g.C >= kWinogradMinChannels && g.K >= kWinogradMinChannels && g.N >= threads &&
-         tiles >= kWinogradMinTilesPerThread * threads;
+  const int64_t channels = std::min(g.C, g.K);
+  return winograd_applies(g) && channels >= kWinogradMinChannels && g.N >= threads &&
+         tiles >= kWinogradMinTilesPerThread * threads &&
+         (g.P * g.Q >= kWinogradMinPlane || channels >= kWinogradSmallPlaneChannels);
 }
 
 // Measured per layer and pass with build/bench_conv (ResNet-20 at batch 128
@@ -94,18 +96,29 @@ bool winograd_suits(const Conv2dGeometry& g) {
 //   - filter gradients with fewer than 32 output channels (the window tile
 //     folds lanes for them; dot products do better): 10% at 16, 2x at the
 //     one-channel stem.
-// On the Zen 5 Winograd lost to the window algorithm on every layer. On a
-// Zen 4 EPYC (AVX-512 on 256-bit units, so half the Zen 5's arithmetic
-// rate for about the same memory passes) it won the forward and backward
-// data of every 3x3 stride-1 layer with >= 128 channels (ResNet-18/50 at
-// batch 16, ms window -> Winograd: 128ch 28x28 18.5 -> 12.3-13.9, 256ch
-// 14x14 20.3 -> 12.8-14.5, 512ch 7x7 25.9 -> 20.4; forward), and came out
-// even at 64 channels (56x56: 18.0 -> 15.2-19.1). So the rule takes it for
-// >= 128 channels where the measured speedup on a 128-channel layer says it
-// pays (winograd_pays) and the layer suits it (winograd_suits); the filter
-// gradient by Winograd too (Zen 4, same layers, window -> Winograd: 128ch
-// 20.4-21.4 -> 13.3-14.5 ms, 256ch 23.1-25.7 -> 17.7-19.1, 512ch 32.8-36.1
-// -> 25.3-30.1; 64ch 20.4-20.9 -> 23.3-25.5, slower).
+// Winograd: with the first kernels (scalar transforms compiled for the
+// baseline ISA, the 16 products by the packing GEMM) it lost to the window
+// algorithm on every layer of the Zen 5 and won only at >= 128 channels on
+// a Zen 4 EPYC (AVX-512 on 256-bit units: half the Zen 5's arithmetic rate
+// for about the same memory passes). With the transforms and products on
+// the kernel set's vector tiles (winograd_micro.h, conv_micro.h), the Zen 4
+// measures, window -> Winograd, ms (one process alternating the two, 15
+// rounds, medians; forward / filter gradient; backward data runs as a
+// forward):
+//   ResNet-50, batch 16: 64ch 56x56 21.4 -> 17.2 / 21.1 -> 14.8;
+//     128ch 28x28 18.1 -> 11.9 / 21.5 -> 13.6; 256ch 14x14 20.1 -> 15.4 /
+//     24.3 -> 16.2; 512ch 7x7 25.3 -> 23.9 / 34.1 -> 25.9.
+//   ResNet-20, batch 128: 32ch 14x14 2.93 -> 2.58 / 3.31 -> 2.58;
+//     16ch 28x28 3.21 -> 3.33 / 3.02 -> 2.57; 64ch 7x7 3.23 -> 3.74 /
+//     4.18 -> 5.04.
+// A 7x7 output wastes 15 of the 64 outputs of its 2x2 tiles, which only
+// wide layers repay; 16 channels are too few products to repay the
+// transforms in the forward. So the rule takes Winograd for every pass of
+// 3x3 stride-1 layers with >= 32 channels in and out and a 14x14 or larger
+// output (>= 128 channels for smaller outputs), enough tiles a thread,
+// where the measured speedup on a 128-channel layer says this CPU pays
+// (winograd_pays). (The 16-channel filter gradient, 1.18x, is left out:
+// one rule for the three passes keeps the choice easy to read.)
 //
 // bf16 on AVX512-BF16 (conv_bf16_kernels.h) is a different balance: the
 // window tiles multiply bf16 pairs at twice the f32 rate while the GEMM

@@ -47,23 +47,27 @@ void clear_conv_choices();
 // Whether F(2x2, 3x3) applies: 3x3 filter, stride 1, padding at most 2.
 bool winograd_applies(const Conv2dGeometry& g);
 
-// Whether the heuristic takes Winograd for wide 3x3 stride-1 layers. Where
-// it pays depends on the CPU's arithmetic rate against its memory passes
-// (a Zen 4 EPYC, whose AVX-512 runs on 256-bit units: Winograd 1.25-1.5x
-// the window algorithm on ResNet-50's 128-512 channel layers; a Zen 5,
-// with full-width units: slower on every layer), so it is measured once
-// per process (winograd_speedup, ~0.1 s, on the first wide 3x3 layer)
-// unless EMBER_CPU_WINOGRAD sets it:
+// Whether the heuristic takes Winograd for the 3x3 stride-1 layers it
+// suits (conv_policy.cpp). Where it pays depends on the CPU's arithmetic
+// rate against its memory passes (a Zen 4 EPYC, whose AVX-512 runs on
+// 256-bit units: Winograd 1.5x the window algorithm on a 128-channel layer;
+// a Zen 5, with full-width units, lost on every layer with the first,
+// slower Winograd kernels), so it is measured once per process
+// (winograd_speedup, ~0.1 s, on the first such layer) unless
+// EMBER_CPU_WINOGRAD sets it:
 //   unset / auto  Winograd where the measured speedup >= kWinogradMinSpeedup
 //   1             always (for those layers)
 //   0             never
 // The measured choice is per machine: a run stays bit-reproducible on one
-// machine as long as the measurement does not straddle the threshold (on
-// the Zen 4 it read 1.20-1.44x over a day of a busy shared machine; the
-// Zen 5 lost on every layer); EMBER_CPU_WINOGRAD pins it.
+// machine as long as the measurement does not straddle the threshold;
+// EMBER_CPU_WINOGRAD pins it.
 enum class WinogradRule { automatic, on, off };
 constexpr double kWinogradMinSpeedup = 1.10;
-constexpr int64_t kWinogradMinChannels = 128, kWinogradMinTilesPerThread = 96;
+// Winograd where min(C, K) >= kWinogradMinChannels, the output has >=
+// kWinogradMinPlane pixels (or min(C, K) >= kWinogradSmallPlaneChannels)
+// and each thread gets >= kWinogradMinTilesPerThread tiles (conv_policy.cpp).
+constexpr int64_t kWinogradMinChannels = 32, kWinogradMinPlane = 196, kWinogradSmallPlaneChannels = 128,
+                  kWinogradMinTilesPerThread = 96;
 bool winograd_pays();
 // The window algorithm's time over Winograd's on a reference layer (forward,
 // f32, batch 8, 128 -> 128 channels, 28x28, the current thread count; best

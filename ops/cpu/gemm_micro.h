@@ -186,6 +186,7 @@ double fma_peak_loop(int64_t iters, T* sink) {
 }  // namespace ember::cpu::gemm_micro
 
 #include "ops/cpu/conv_micro.h"
+#include "ops/cpu/winograd_micro.h"
 
 namespace ember::cpu::gemm_micro {
 namespace {
@@ -205,6 +206,10 @@ GemmKernels<T> make_kernels(const char* isa) {
   k.window_tile_t[0] = &window_tile_t<T, VB, MR, NV, 1>;
   k.pack_transposed = &pack_transposed<T>;
   k.copy_rows = &copy_rows<T, VB>;
+  constexpr int TVB = VB < 32 ? VB : 32;  // (winograd_micro.h: at most 32-byte vectors)
+  k.winograd_input_row = &winograd_input_row<T, TVB>;
+  k.winograd_output_row = &winograd_output_row<T, TVB>;
+  k.winograd_grad_row = &winograd_grad_row<T, TVB>;
   // (a group is broadcast as one element of at most 16 bytes)
   if constexpr (L % 2 == 0 && 2 * sizeof(T) <= 16) k.window_tile_t[1] = &window_tile_t<T, VB, MR, NV, 2>;
   if constexpr (L % 4 == 0 && 4 * sizeof(T) <= 16) k.window_tile_t[2] = &window_tile_t<T, VB, MR, NV, 4>;
