@@ -9,7 +9,7 @@
 //   output transform  y tile j = A^T M_j A (2x2, clipped at the border)
 // with B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], G = [1 0 0; .5 .5 .5;
 // .5 -.5 .5; 0 0 1], A^T = [1 1 1 0; 0 1 -1 -1]. U = G g G^T is computed once
-// per call for every (k, c) and shared by the threads. The transforms of a
+// per call for every (k, c), packed for the GEMMs, and shared by the threads. The transforms of a
 // tile row and the GEMMs' register tiles are the kernel set's
 // (winograd_micro.h, conv_micro.h: compiled per instruction set); this
 // file holds the loops around them. Each channel plane of a batch is
@@ -40,14 +40,18 @@ constexpr int64_t kSlack = 64;
 constexpr int64_t kRowSlack = 16;
 
 // local_buffer slots (f16_util.h), distinct from conv.cpp's and gemm_f16.cpp's.
-constexpr int kFilterU = 30, kInputV = 31, kProductM = 32, kRowBuf = 33, kOutRows = 34, kFilterPanels = 35;
+constexpr int kFilterSums = 30, kInputV = 31, kProductM = 32, kRowBuf = 33, kOutRows = 34, kFilterPanels = 35;
 
-// U[xi][k][c] = (G w[k][c] G^T)[xi].   w: [K, C, 3, 3]   U: [16, K, C]
+// U[xi][k][c] = (G w[k][c] G^T)[xi], written straight into MR-row panels
+// for the window tiles: xi's block of KP = ceil(K / MR) * MR rows holds
+// (k, c) at (k / MR) * C * MR + c * MR + k % MR; rows k >= K are zeros.
+//   w: [K, C, 3, 3]   Upack: [16, KP / MR, C, MR]
 template <typename T, typename S>
-void transform_filter(const Conv2dGeometry& g, const S* w, T* U) {
-  const int64_t KC = g.K * g.C;
-  parallel_for(0, KC, 256, [&](int64_t b, int64_t e) {
+void transform_filter_packed(const Conv2dGeometry& g, const S* w, int MR, T* Upack) {
+  const int64_t KP = conv_grid::ceil_div(g.K, int64_t(MR)) * MR, plane = KP * g.C;
+  parallel_for(0, g.K * g.C, 256, [&](int64_t b, int64_t e) {
     for (int64_t kc = b; kc < e; ++kc) {
+      const int64_t k = kc / g.C, c = kc % g.C;
       T f[3][3], t[4][3];
       for (int r = 0; r < 3; ++r)
         for (int s = 0; s < 3; ++s) f[r][s] = convert_value<T>(w[kc * 9 + r * 3 + s]);
@@ -57,14 +61,18 @@ void transform_filter(const Conv2dGeometry& g, const S* w, T* U) {
         t[2][s] = T(0.5) * (f[0][s] - f[1][s] + f[2][s]);
         t[3][s] = f[2][s];
       }
+      T* u = Upack + (k / MR) * g.C * MR + c * MR + k % MR;
       for (int i = 0; i < 4; ++i) {  // U = t G^T
-        U[(i * 4 + 0) * KC + kc] = t[i][0];
-        U[(i * 4 + 1) * KC + kc] = T(0.5) * (t[i][0] + t[i][1] + t[i][2]);
-        U[(i * 4 + 2) * KC + kc] = T(0.5) * (t[i][0] - t[i][1] + t[i][2]);
-        U[(i * 4 + 3) * KC + kc] = t[i][2];
+        u[(i * 4 + 0) * plane] = t[i][0];
+        u[(i * 4 + 1) * plane] = T(0.5) * (t[i][0] + t[i][1] + t[i][2]);
+        u[(i * 4 + 2) * plane] = T(0.5) * (t[i][0] - t[i][1] + t[i][2]);
+        u[(i * 4 + 3) * plane] = t[i][2];
       }
     }
   });
+  for (int xi = 0; xi < 16; ++xi)  // the last panel's rows past K
+    for (int64_t k = g.K; k < KP; ++k)
+      for (int64_t c = 0; c < g.C; ++c) Upack[xi * plane + (k / MR) * g.C * MR + c * MR + k % MR] = T(0);
 }
 
 struct Tiling {
@@ -159,10 +167,12 @@ void winograd_images(const Conv2dGeometry& g, const Tiling& tl, const T* Upack, 
   for (int64_t b0 = first; b0 < last; b0 += rows_per_batch) {
     const int64_t b1 = std::min(last, b0 + rows_per_batch), nt = (b1 - b0) * tl.tw, ldv = nt + kRowSlack;
     transform_input_batch(g, tl, x, b0, b1, buf, V, ldv);
+    // Each MR-row panel of U[xi] (in L1) against every column tile of
+    // V[xi] (in L2): U, 16 K C values, is read once a batch.
     for (int64_t c = 0; c < g.C; ++c) offsets[size_t(c)] = c * ldv;
     for (int xi = 0; xi < 16; ++xi)
-      for (int64_t j = 0; j < nt; j += kern.nr)
-        for (int64_t i = 0; i < g.K; i += kern.mr)
+      for (int64_t i = 0; i < g.K; i += kern.mr)
+        for (int64_t j = 0; j < nt; j += kern.nr)
           kern.window_tile(g.C, Upack + (xi * KP + i) * g.C, V + xi * g.C * ldv + j, offsets.data(),
                            M + (xi * g.K + i) * nt + j, nt, T(0), int(std::min<int64_t>(kern.mr, g.K - i)),
                            int(std::min<int64_t>(kern.nr, nt - j)));
@@ -281,15 +291,9 @@ void conv_forward_winograd(const Conv2dGeometry& g, const S* x, const S* w, S* y
   using T = compute_t<S>;
   EMBER_CHECK(winograd_applies(g), "conv2d: Winograd F(2x2, 3x3) needs a 3x3 filter, stride 1 and padding <= 2");
   const Tiling tl{(g.P + 1) / 2, (g.Q + 1) / 2, 2 * ((g.Q + 1) / 2) + 2};
-  T* U = local_buffer<T, kFilterU>(16 * g.K * g.C);
-  transform_filter(g, w, U);
-  // U[xi] in MR-row panels, for the window tiles
   const int MR = gemm_kernels<T>().mr;
-  const int64_t KP = conv_grid::ceil_div(g.K, int64_t(MR)) * MR;
-  T* Upack = local_buffer<T, kFilterPanels>(16 * KP * g.C);
-  for (int xi = 0; xi < 16; ++xi)
-    conv_grid::pack_panels<T>(g.K, g.C, MR, Upack + xi * KP * g.C,
-                              [&](int64_t i, int64_t c) { return U[(xi * g.K + i) * g.C + c]; });
+  T* Upack = local_buffer<T, kFilterPanels>(16 * conv_grid::ceil_div(g.K, int64_t(MR)) * MR * g.C);
+  transform_filter_packed(g, w, MR, Upack);
   const int threads = std::max(1, std::min<int>(num_threads(), int(g.N)));
   const int64_t per = (g.N + threads - 1) / threads;
   auto share = [&](int64_t t0, int64_t t1) {
@@ -314,7 +318,7 @@ void conv_backward_filter_winograd(const Conv2dGeometry& g, const S* x, const S*
   const int64_t per = (g.N + threads - 1) / threads;
   std::vector<T*> partial(static_cast<size_t>(threads));
   auto share = [&](int t) {
-    T* sums = partial[size_t(t)] = local_buffer<T, kFilterU>(size);
+    T* sums = partial[size_t(t)] = local_buffer<T, kFilterSums>(size);
     if (std::min(g.N, t * per) >= std::min(g.N, (t + 1) * per)) std::fill(sums, sums + size, T(0));  // no images
     winograd_filter_images(g, tl, fp, x, gy, sums, std::min(g.N, t * per), std::min(g.N, (t + 1) * per));
   };
