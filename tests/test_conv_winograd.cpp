@@ -100,14 +100,9 @@ TEST_CASE_TEMPLATE("conv winograd F(2x2,3x3) matches direct convolution", S, dou
   for (cpu::GemmIsa isa : cpu::supported_gemm_isas()) {
     for (const Geom& t : kGeoms) {
       cpu::set_gemm_isa(isa);
-      CAPTURE(cpu::gemm_isa_name(isa));
       const Conv2dGeometry g = make_conv2d_geometry(t.N, t.C, t.H, t.W, t.K, 3, 3, 1, 1, t.pad, t.pad);
-      CAPTURE(t.N);
-      CAPTURE(t.C);
-      CAPTURE(t.H);
-      CAPTURE(t.W);
-      CAPTURE(t.K);
-      CAPTURE(t.pad);
+      INFO(cpu::gemm_isa_name(isa) << " N=" << t.N << " C=" << t.C << " H=" << t.H << " W=" << t.W << " K=" << t.K
+                                   << " pad=" << t.pad);
       const auto x = values(size_t(g.N * g.C * g.H * g.W), 1), w = values(size_t(g.K * g.C * 9), 2);
       const auto want = reference(g, x, w);
       const auto xs = as<S>(x), ws = as<S>(w);
@@ -148,14 +143,9 @@ TEST_CASE_TEMPLATE("conv winograd F(2x2,3x3) filter gradient matches the direct 
   for (cpu::GemmIsa isa : cpu::supported_gemm_isas()) {
     for (const Geom& t : geoms) {
       cpu::set_gemm_isa(isa);
-      CAPTURE(cpu::gemm_isa_name(isa));
       const Conv2dGeometry g = make_conv2d_geometry(t.N, t.C, t.H, t.W, t.K, 3, 3, 1, 1, t.pad, t.pad);
-      CAPTURE(t.N);
-      CAPTURE(t.C);
-      CAPTURE(t.H);
-      CAPTURE(t.W);
-      CAPTURE(t.K);
-      CAPTURE(t.pad);
+      INFO(cpu::gemm_isa_name(isa) << " N=" << t.N << " C=" << t.C << " H=" << t.H << " W=" << t.W << " K=" << t.K
+                                   << " pad=" << t.pad);
       const auto x = values(size_t(g.N * g.C * g.H * g.W), 6), gy = values(size_t(g.N * g.K * g.P * g.Q), 7);
       const auto want = reference_filter_grad(g, x, gy);
       const auto xs = as<S>(x), gys = as<S>(gy);
