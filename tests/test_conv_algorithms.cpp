@@ -281,7 +281,7 @@ TEST_CASE("conv algorithms: policy names, parsing, where Winograd applies") {
   CHECK_FALSE(cpu::winograd_applies(make_conv2d_geometry(1, 1, 5, 5, 1, 3, 3, 1, 1, 3, 3)));  // padding 3
 }
 
-TEST_CASE("conv algorithms: the heuristic takes Winograd for 3x3 stride-1 layers of >= 32 channels and enough tiles, where it pays") {
+TEST_CASE("conv algorithms: the heuristic takes Winograd for 3x3 stride-1 layers of >= 32 channels (filter gradients >= 16) and enough tiles, where it pays") {
   RestoreAfter restore;
   using cpu::ConvAlgo;
   using cpu::ConvPass;
@@ -315,8 +315,17 @@ TEST_CASE("conv algorithms: the heuristic takes Winograd for 3x3 stride-1 layers
     CHECK(cpu::conv_algo_for(ConvPass::backward_data, g, DType::f32) == ConvAlgo::winograd);
     CHECK(cpu::conv_algo_for(ConvPass::backward_filter, g, DType::f32) == ConvAlgo::winograd);
   }
+  // 16 channels: the filter gradient only (16 in or out, 28x28).
+  for (const Conv2dGeometry& g : {narrow, narrow_in, narrow_out}) {
+    INFO("N=" << g.N << " C=" << g.C << " K=" << g.K << " H=" << g.H);
+    CHECK(cpu::conv_algo_for(ConvPass::forward, g, DType::f32) != ConvAlgo::winograd);
+    CHECK(cpu::conv_algo_for(ConvPass::backward_data, g, DType::f32) != ConvAlgo::winograd);
+    CHECK(cpu::conv_algo_for(ConvPass::backward_filter, g, DType::f32) == ConvAlgo::winograd);
+  }
+  const Conv2dGeometry eight_channels = make_conv2d_geometry(128, 8, 28, 28, 16, 3, 3, 1, 1, 1, 1);
+  const Conv2dGeometry narrow_small_plane = make_conv2d_geometry(128, 16, 7, 7, 16, 3, 3, 1, 1, 1, 1);
   for (const Conv2dGeometry& g :
-       {narrow, narrow_in, narrow_out, small_plane, small_plane_in, few_tiles, one_image, strided}) {
+       {eight_channels, narrow_small_plane, small_plane, small_plane_in, few_tiles, one_image, strided}) {
     INFO("N=" << g.N << " C=" << g.C << " K=" << g.K << " H=" << g.H);
     CHECK(cpu::conv_algo_for(ConvPass::forward, g, DType::f32) != ConvAlgo::winograd);
     CHECK(cpu::conv_algo_for(ConvPass::backward_data, g, DType::f32) != ConvAlgo::winograd);

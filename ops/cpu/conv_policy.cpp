@@ -74,11 +74,12 @@ std::map<ChoiceKey, ConvAlgo>& choices() {
 // tiles a thread: 128ch 28x28 196: 1.14, 392: 1.24, 784: 1.31; 256ch 14x14
 // 49: 0.90, 98: 1.10, 196: 1.24, 392: 1.44; 512ch 7x7 32: 1.01, 128: 1.26;
 // one 56x56 image on two threads: 0.65).
-bool winograd_suits(const Conv2dGeometry& g) {
+bool winograd_suits(ConvPass pass, const Conv2dGeometry& g) {
   const int64_t threads = num_threads();
   const int64_t tiles = g.N * ((g.P + 1) / 2) * ((g.Q + 1) / 2);
   const int64_t channels = std::min(g.C, g.K);
-  return winograd_applies(g) && channels >= kWinogradMinChannels && g.N >= threads &&
+  const int64_t min_channels = pass == ConvPass::backward_filter ? kWinogradMinChannelsFilter : kWinogradMinChannels;
+  return winograd_applies(g) && channels >= min_channels && g.N >= threads &&
          tiles >= kWinogradMinTilesPerThread * threads &&
          (g.P * g.Q >= kWinogradMinPlane || channels >= kWinogradSmallPlaneChannels);
 }
@@ -113,12 +114,13 @@ bool winograd_suits(const Conv2dGeometry& g) {
 //     4.18 -> 5.04.
 // A 7x7 output wastes 15 of the 64 outputs of its 2x2 tiles, which only
 // wide layers repay; 16 channels are too few products to repay the
-// transforms in the forward. So the rule takes Winograd for every pass of
-// 3x3 stride-1 layers with >= 32 channels in and out and a 14x14 or larger
-// output (>= 128 channels for smaller outputs), enough tiles a thread,
-// where the measured speedup on a 128-channel layer says this CPU pays
-// (winograd_pays). (The 16-channel filter gradient, 1.18x, is left out:
-// one rule for the three passes keeps the choice easy to read.)
+// transforms in the forward, but not in the filter gradient (bench_conv,
+// three runs each: Winograd 2.24-2.61 ms, the GEMM lowering the rule below
+// took 2.98-3.20, window 2.84-2.93). So the rule takes Winograd for every
+// pass of 3x3 stride-1 layers with >= 32 channels in and out (the filter
+// gradient from 16) and a 14x14 or larger output (>= 128 channels for
+// smaller outputs), enough tiles a thread, where the measured speedup on a
+// 128-channel layer says this CPU pays (winograd_pays).
 //
 // bf16 on AVX512-BF16 (conv_bf16_kernels.h) is a different balance: the
 // window tiles multiply bf16 pairs at twice the f32 rate while the GEMM
@@ -129,7 +131,7 @@ ConvAlgo heuristic(ConvPass pass, const Conv2dGeometry& g, DType dt) {
   const bool strided = g.stride_h > 1 || g.stride_w > 1;
   if (dt == DType::bf16 && bf16_conv_kernels())
     return pass == ConvPass::backward_data && strided && pointwise ? ConvAlgo::gemm : ConvAlgo::window;
-  if (winograd_suits(g) && winograd_pays()) return ConvAlgo::winograd;
+  if (winograd_suits(pass, g) && winograd_pays()) return ConvAlgo::winograd;
   if (pointwise && g.P * g.Q < 256) return ConvAlgo::gemm;
   if (pass != ConvPass::forward && strided && !pointwise && g.C >= 256) return ConvAlgo::gemm;
   if (pass == ConvPass::backward_filter && g.K < 32) return ConvAlgo::gemm;

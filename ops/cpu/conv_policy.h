@@ -63,11 +63,12 @@ bool winograd_applies(const Conv2dGeometry& g);
 // EMBER_CPU_WINOGRAD pins it.
 enum class WinogradRule { automatic, on, off };
 constexpr double kWinogradMinSpeedup = 1.10;
-// Winograd where min(C, K) >= kWinogradMinChannels, the output has >=
-// kWinogradMinPlane pixels (or min(C, K) >= kWinogradSmallPlaneChannels)
-// and each thread gets >= kWinogradMinTilesPerThread tiles (conv_policy.cpp).
-constexpr int64_t kWinogradMinChannels = 32, kWinogradMinPlane = 196, kWinogradSmallPlaneChannels = 128,
-                  kWinogradMinTilesPerThread = 96;
+// Winograd where min(C, K) >= kWinogradMinChannels (the filter gradient:
+// kWinogradMinChannelsFilter), the output has >= kWinogradMinPlane pixels
+// (or min(C, K) >= kWinogradSmallPlaneChannels) and each thread gets >=
+// kWinogradMinTilesPerThread tiles (conv_policy.cpp).
+constexpr int64_t kWinogradMinChannels = 32, kWinogradMinChannelsFilter = 16, kWinogradMinPlane = 196,
+                  kWinogradSmallPlaneChannels = 128, kWinogradMinTilesPerThread = 96;
 bool winograd_pays();
 // The window algorithm's time over Winograd's on a reference layer (forward,
 // f32, batch 8, 128 -> 128 channels, 28x28, the current thread count; best
