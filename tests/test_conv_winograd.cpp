@@ -95,14 +95,19 @@ const std::vector<Geom> kGeoms = {
     {2, 3, 14, 14, 20, 1},
 };
 
+std::string describe(cpu::GemmIsa isa, const Geom& t) {
+  return std::string(cpu::gemm_isa_name(isa)) + " N=" + std::to_string(t.N) + " C=" + std::to_string(t.C) +
+         " H=" + std::to_string(t.H) + " W=" + std::to_string(t.W) + " K=" + std::to_string(t.K) +
+         " pad=" + std::to_string(t.pad);
+}
+
 TEST_CASE_TEMPLATE("conv winograd F(2x2,3x3) matches direct convolution", S, double, float, f16) {
   IsaAfter restore;
   for (cpu::GemmIsa isa : cpu::supported_gemm_isas()) {
     for (const Geom& t : kGeoms) {
       cpu::set_gemm_isa(isa);
       const Conv2dGeometry g = make_conv2d_geometry(t.N, t.C, t.H, t.W, t.K, 3, 3, 1, 1, t.pad, t.pad);
-      INFO(cpu::gemm_isa_name(isa) << " N=" << t.N << " C=" << t.C << " H=" << t.H << " W=" << t.W << " K=" << t.K
-                                   << " pad=" << t.pad);
+      INFO(describe(isa, t));
       const auto x = values(size_t(g.N * g.C * g.H * g.W), 1), w = values(size_t(g.K * g.C * 9), 2);
       const auto want = reference(g, x, w);
       const auto xs = as<S>(x), ws = as<S>(w);
@@ -144,8 +149,7 @@ TEST_CASE_TEMPLATE("conv winograd F(2x2,3x3) filter gradient matches the direct 
     for (const Geom& t : geoms) {
       cpu::set_gemm_isa(isa);
       const Conv2dGeometry g = make_conv2d_geometry(t.N, t.C, t.H, t.W, t.K, 3, 3, 1, 1, t.pad, t.pad);
-      INFO(cpu::gemm_isa_name(isa) << " N=" << t.N << " C=" << t.C << " H=" << t.H << " W=" << t.W << " K=" << t.K
-                                   << " pad=" << t.pad);
+      INFO(describe(isa, t));
       const auto x = values(size_t(g.N * g.C * g.H * g.W), 6), gy = values(size_t(g.N * g.K * g.P * g.Q), 7);
       const auto want = reference_filter_grad(g, x, gy);
       const auto xs = as<S>(x), gys = as<S>(gy);

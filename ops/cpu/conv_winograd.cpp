@@ -9,8 +9,9 @@
 //   output transform  y tile j = A^T M_j A (2x2, clipped at the border)
 // with B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], G = [1 0 0; .5 .5 .5;
 // .5 -.5 .5; 0 0 1], A^T = [1 1 1 0; 0 1 -1 -1]. U = G g G^T is computed once
-// per call for every (k, c), packed for the GEMMs, and shared by the threads. The transforms of a
-// tile row and the GEMMs' register tiles are the kernel set's
+// per call for every (k, c), packed for the GEMMs, and shared by the
+// threads. The transforms of a tile row and the GEMMs' register tiles are
+// the kernel set's
 // (winograd_micro.h, conv_micro.h: compiled per instruction set); this
 // file holds the loops around them. Each channel plane of a batch is
 // copied once into zero-padded rows; output rows and output-gradient rows
@@ -78,6 +79,21 @@ void transform_filter_packed(const Conv2dGeometry& g, const S* w, int MR, T* Upa
 struct Tiling {
   int64_t th, tw;  // tile rows and columns per image: ceil(P / 2), ceil(Q / 2)
   int64_t wb;      // width of a padded input row buffer: 2 * tw + 2
+};
+inline Tiling tiling_of(const Conv2dGeometry& g) {
+  const int64_t tw = (g.Q + 1) / 2;
+  return Tiling{(g.P + 1) / 2, tw, 2 * tw + 2};
+}
+
+// The threads' contiguous shares of the images: share t is images
+// [begin(t), end(t)) (possibly empty), at most one share per image.
+struct ImageShares {
+  int threads;
+  int64_t N, per;
+  explicit ImageShares(int64_t n) : threads(std::max(1, std::min<int>(num_threads(), int(n)))), N(n),
+                                    per((n + threads - 1) / threads) {}
+  int64_t begin(int t) const { return std::min(N, t * per); }
+  int64_t end(int t) const { return std::min(N, (t + 1) * per); }
 };
 
 // Rows [2 ti0, 2 ti1 + 2) of the zero-padded plane of one channel, the
@@ -290,37 +306,30 @@ template <typename S>
 void conv_forward_winograd(const Conv2dGeometry& g, const S* x, const S* w, S* y) {
   using T = compute_t<S>;
   EMBER_CHECK(winograd_applies(g), "conv2d: Winograd F(2x2, 3x3) needs a 3x3 filter, stride 1 and padding <= 2");
-  const Tiling tl{(g.P + 1) / 2, (g.Q + 1) / 2, 2 * ((g.Q + 1) / 2) + 2};
+  const Tiling tl = tiling_of(g);
   const int MR = gemm_kernels<T>().mr;
   T* Upack = local_buffer<T, kFilterPanels>(16 * conv_grid::ceil_div(g.K, int64_t(MR)) * MR * g.C);
   transform_filter_packed(g, w, MR, Upack);
-  const int threads = std::max(1, std::min<int>(num_threads(), int(g.N)));
-  const int64_t per = (g.N + threads - 1) / threads;
-  auto share = [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t)
-      winograd_images(g, tl, Upack, x, y, std::min(g.N, t * per), std::min(g.N, (t + 1) * per));
-  };
-  if (threads == 1)
-    share(0, 1);
-  else
-    parallel_for(0, threads, 1, share);
+  const ImageShares shares(g.N);
+  for_each_share(shares.threads,
+                 [&](int t) { winograd_images(g, tl, Upack, x, y, shares.begin(t), shares.end(t)); });
 }
 
 template <typename S>
 void conv_backward_filter_winograd(const Conv2dGeometry& g, const S* x, const S* gy, S* gw) {
   using T = compute_t<S>;
   EMBER_CHECK(winograd_applies(g), "conv2d: Winograd F(2x2, 3x3) needs a 3x3 filter, stride 1 and padding <= 2");
-  const Tiling tl{(g.P + 1) / 2, (g.Q + 1) / 2, 2 * ((g.Q + 1) / 2) + 2};
+  const Tiling tl = tiling_of(g);
   const FilterProducts fp = filter_products(g, gemm_kernels<T>());
   const int64_t size = 16 * fp.Cp * fp.ldc;
-  // partial[t]: thread t's sums over its contiguous share of the images.
-  const int threads = std::max(1, std::min<int>(num_threads(), int(g.N)));
-  const int64_t per = (g.N + threads - 1) / threads;
+  // partial[t]: thread t's sums over its share of the images.
+  const ImageShares shares(g.N);
+  const int threads = shares.threads;
   std::vector<T*> partial(static_cast<size_t>(threads));
   auto share = [&](int t) {
     T* sums = partial[size_t(t)] = local_buffer<T, kFilterSums>(size);
-    if (std::min(g.N, t * per) >= std::min(g.N, (t + 1) * per)) std::fill(sums, sums + size, T(0));  // no images
-    winograd_filter_images(g, tl, fp, x, gy, sums, std::min(g.N, t * per), std::min(g.N, (t + 1) * per));
+    if (shares.begin(t) >= shares.end(t)) std::fill(sums, sums + size, T(0));  // no images
+    winograd_filter_images(g, tl, fp, x, gy, sums, shares.begin(t), shares.end(t));
   };
   for_each_share(threads, share);
   // gw[k][c] = G^T m G, m[xi] = the sum over threads (in order) and over

@@ -67,8 +67,10 @@ struct GemmKernels {
   // The F(2x2, 3x3) tile transforms of one tile row of tw tiles
   // (winograd_micro.h, conv_winograd.h): input (4 padded rows of stride wb)
   // to V[16, plane]; products M[16, plane] to output rows o0 and o0 + 2 tw;
-  // output-gradient rows g0, g1 (read exactly) to Z[16, plane]. They read
-  // and write whole vectors of up to 8 values past the rows (see there).
+  // output-gradient rows g0, g1 (read exactly) to Z[16, plane]. Whole
+  // vectors (at most 8 values): the input transform reads up to 18 values
+  // past its rows, and they write up to 7 past a row of V or Z and 15 past
+  // an output row pair (see there).
   void (*winograd_input_row)(const T* rows, int64_t wb, int64_t tw, T* v, int64_t plane) = nullptr;
   void (*winograd_output_row)(const T* m, int64_t plane, int64_t tw, T* o0) = nullptr;
   void (*winograd_grad_row)(const T* g0, const T* g1, int64_t tw, T* z, int64_t plane) = nullptr;
