@@ -233,7 +233,7 @@ TEST_CASE("conv algorithms: one thread and fewer images than threads") {
   set_num_threads(before);
 }
 
-TEST_CASE("conv algorithms: copy_rows writes exactly the rows' span, under every kernel set") {
+TEST_CASE("conv algorithms: copy_rows writes exactly the rows' span, one image or several side by side, under every kernel set") {
   RestoreAfter restore;
   for_each_isa([] {
     const auto copy_rows = cpu::gemm_kernels<float>().copy_rows;
@@ -242,26 +242,37 @@ TEST_CASE("conv algorithms: copy_rows writes exactly the rows' span, under every
       for (int64_t left : {0, 1, 3})
         for (int64_t extra : {0, 1, 2, 9})  // width - left - n
           for (int64_t rows : {1, 2, 3, 8})
-            for (int64_t src_gap : {0, 5}) {
-              const int64_t width = left + n + extra, lddst = width, ldsrc = n + src_gap;
-              const int64_t guard = 40;  // sentinels on both sides of both arrays
-              std::vector<float> src(size_t(guard + rows * ldsrc + guard), -1.0f), dst(size_t(guard + rows * lddst + guard), -2.0f);
-              for (int64_t i = 0; i < rows; ++i)
-                for (int64_t j = 0; j < n; ++j) src[size_t(guard + i * ldsrc + j)] = float(1 + i * 100 + j);
-              const std::vector<float> src_before = src;
-              copy_rows(src.data() + guard, ldsrc, n, dst.data() + guard, left, width, rows);
-              CHECK(src == src_before);
-              bool ok = true;
-              for (int64_t p = 0; p < int64_t(dst.size()); ++p) {
-                const int64_t at = p - guard, i = at >= 0 ? at / lddst : -1, j = at >= 0 ? at % lddst : -1;
-                float want = -2.0f;  // outside the rows: untouched
-                if (at >= 0 && i < rows && j < width) want = j < left || j >= left + n ? 0.0f : float(1 + i * 100 + j - left);
-                ok = ok && dst[size_t(p)] == want;
+            for (int64_t src_gap : {0, 5})
+              for (int64_t images : {1, 3}) {
+                // image g's rows at g * ldimage (rows * ldsrc + a gap); dst row i * images + g
+                const int64_t width = left + n + extra, lddst = width, ldsrc = n + src_gap,
+                              ldimage = images == 1 ? 0 : rows * ldsrc + 2 * src_gap + 1, total = rows * images;
+                const int64_t guard = 40;  // sentinels on both sides of both arrays
+                const int64_t src_size = (images - 1) * ldimage + rows * ldsrc;
+                // (nothing after src: a read past the last image's last row is outside the
+                // allocation, which the AddressSanitizer build reports)
+                std::vector<float> src(size_t(guard + src_size), -1.0f),
+                    dst(size_t(guard + total * lddst + guard), -2.0f);
+                for (int64_t g = 0; g < images; ++g)
+                  for (int64_t i = 0; i < rows; ++i)
+                    for (int64_t j = 0; j < n; ++j)
+                      src[size_t(guard + g * ldimage + i * ldsrc + j)] = float(1 + g * 10000 + i * 100 + j);
+                const std::vector<float> src_before = src;
+                copy_rows(src.data() + guard, ldsrc, n, dst.data() + guard, left, width, rows, images, ldimage);
+                CHECK(src == src_before);
+                bool ok = true;
+                for (int64_t p = 0; p < int64_t(dst.size()); ++p) {
+                  const int64_t at = p - guard, r = at >= 0 ? at / lddst : -1, j = at >= 0 ? at % lddst : -1;
+                  const int64_t i = r / images, g = r % images;
+                  float want = -2.0f;  // outside the rows: untouched
+                  if (at >= 0 && r < total && j < width)
+                    want = j < left || j >= left + n ? 0.0f : float(1 + g * 10000 + i * 100 + j - left);
+                  ok = ok && dst[size_t(p)] == want;
+                }
+                CHECK_MESSAGE(ok, "n=" << n << " left=" << left << " width=" << width << " rows=" << rows
+                                        << " ldsrc=" << ldsrc << " images=" << images);
+                ++cases;
               }
-              CHECK_MESSAGE(ok, "n=" << n << " left=" << left << " width=" << width << " rows=" << rows
-                                      << " ldsrc=" << ldsrc);
-              ++cases;
-            }
     CHECK(cases > 100);
   });
 }

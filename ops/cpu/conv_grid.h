@@ -51,17 +51,19 @@ inline void copy_padded_row(const T* src, int64_t n, T* dst, int64_t left, int64
 
 // ----------------------------------------------------------------- layout
 
-// A stack of G images on the grid (conv_window.h): per channel and phase, a
-// plane of `rows` phase rows of Wq values; phase (a, b) holds the padded
-// rows a, a + sh, ... and columns b, b + sw, ...
+// A stack of G images on the grid (conv_window.h), side by side: per
+// channel and phase, a plane of `rows` rows of Wrow = G * Wq values, image g
+// in columns [g*Wq, (g+1)*Wq) of every row; phase (a, b) holds the padded
+// rows a, a + sh, ... and columns b, b + sw, ... of the band.
 struct GridLayout {
   int64_t C = 0, H = 0, W = 0;  // channels, image size
   int64_t G = 1;                // images
   int64_t sh = 1, sw = 1;       // stride (phases)
   int64_t top = 0, left = 0;    // first pixel inside an image block, padded coordinates
-  int64_t Hb = 0, Wb = 0;       // image block, padded coordinates (multiples of sh, sw)
-  int64_t Hq = 0, Wq = 0;       // the block in phase rows and columns
-  int64_t rows = 0, plane = 0;  // phase rows per plane (G*Hq + margin); rows * Wq
+  int64_t Hb = 0, Wb = 0;       // the band's padded rows; an image block's padded columns (multiples of sh, sw)
+  int64_t Hq = 0, Wq = 0;       // the same in phase rows and columns
+  int64_t Wrow = 0;             // phase columns of a row: G * Wq
+  int64_t rows = 0, plane = 0;  // phase rows per plane (Hq + a margin row); rows * Wrow
   int64_t slack = 0;            // readable zeros after the last plane
   // Only the phases some filter tap reads are stored: slot[a*sw + b] is the
   // place of phase (a, b) among them, or -1.
@@ -71,35 +73,37 @@ struct GridLayout {
   int64_t size() const { return slots * C * plane + slack; }
   // Start of the window row of padded offset (r, s) from an output's origin, channel c.
   int64_t offset(int64_t c, int64_t r, int64_t s) const {
-    return (slot[size_t((r % sh) * sw + s % sw)] * C + c) * plane + (r / sh) * Wq + s / sw;
+    return (slot[size_t((r % sh) * sw + s % sw)] * C + c) * plane + (r / sh) * Wrow + s / sw;
   }
   // Grid column of output (image, row, column).
-  int64_t column(int64_t g, int64_t p, int64_t q) const { return (g * Hq + p) * Wq + q; }
+  int64_t column(int64_t g, int64_t p, int64_t q) const { return p * Wrow + g * Wq + q; }
 };
 
 // The rest of a layout from its blocks, for a filter of R x S taps.
 inline void finish_layout(GridLayout& L, int64_t R, int64_t S, int NR) {
   L.Hq = L.Hb / L.sh;
   L.Wq = L.Wb / L.sw;
-  L.rows = L.G * L.Hq + ceil_div(R, L.sh) + 1;
-  L.plane = L.rows * L.Wq;
-  L.slack = NR + L.Wq + 64;
+  L.Wrow = L.G * L.Wq;
+  L.rows = L.Hq + 1;
+  L.plane = L.rows * L.Wrow;
+  L.slack = NR + L.Wrow + 64;
   L.slot.assign(size_t(L.sh * L.sw), -1);
   L.slots = 0;
   for (int64_t a = 0; a < std::min(L.sh, R); ++a)
     for (int64_t b = 0; b < std::min(L.sw, S); ++b) L.slot[size_t(a * L.sw + b)] = L.slots++;
 }
 
-// The grid of a convolution's input: image blocks just large enough that
-// the padding between neighbours is shared (Hb >= H + pad), that outputs of
-// one image never read the next one's pixels, and that output rows of
-// different images stay apart.
+// The grid of a convolution's input: a band of padded rows deep enough for
+// every output row's taps, and image blocks just wide enough that the
+// padding between neighbours is shared (Wb >= W + pad) and that outputs of
+// one image never read the next one's pixels. (Side by side, an image costs
+// P * Wq grid columns for its P * Q outputs: 7x7 3x3 pad 1, 56 for 49;
+// stacked one above the other with shared rows it cost (P + 1) * Wq, 64.)
 inline GridLayout input_layout(const Conv2dGeometry& g, int64_t G, int NR) {
   GridLayout L;
   L.C = g.C, L.H = g.H, L.W = g.W, L.G = G;
   L.sh = g.stride_h, L.sw = g.stride_w, L.top = g.pad_h, L.left = g.pad_w;
-  L.Hb = round_up(std::max({g.H + g.pad_h, (g.P - 1) * g.stride_h + g.R - g.pad_h, (g.P - 1) * g.stride_h + 1}),
-                  g.stride_h);
+  L.Hb = round_up(std::max(g.H + g.pad_h, (g.P - 1) * g.stride_h + g.R), g.stride_h);
   L.Wb = round_up(std::max({g.W + g.pad_w, (g.Q - 1) * g.stride_w + g.S - g.pad_w, (g.Q - 1) * g.stride_w + 1}),
                   g.stride_w);
   finish_layout(L, g.R, g.S, NR);
@@ -131,22 +135,25 @@ void fill_grid_rows(const GridLayout& L, int64_t count, T* grid, Row&& row) {
       for (int64_t c = 0; c < L.C; ++c) {
         if (L.slot[size_t(a * L.sw + b)] < 0) continue;  // no tap reads this phase
         T* plane = grid + (L.slot[size_t(a * L.sw + b)] * L.C + c) * L.plane;
-        // The plane's columns that hold pixels: padded column left + w = jj*sw + b.
+        // The block's columns that hold pixels: padded column left + w = jj*sw + b.
         const int64_t w0 = std::max<int64_t>(0, ceil_div(std::max<int64_t>(0, L.left - b), L.sw) * L.sw + b - L.left);
         const int64_t first = (L.left + w0) / L.sw, n = w0 < L.W ? ceil_div(L.W - w0, L.sw) : 0;
-        // (padded row i*sh + a lies in image img at block row r, stepped without divisions)
-        int64_t img = a / L.Hb, r = a % L.Hb;
-        for (int64_t i = 0; i < L.rows; ++i, r += L.sh) {
-          if (r >= L.Hb) r -= L.Hb, ++img;
-          T* dst = plane + i * L.Wq;
-          const int64_t h = r - L.top;
-          if (img >= count || h < 0 || h >= L.H) {
-            zero_run(dst, L.Wq);
+        for (int64_t i = 0; i < L.rows; ++i) {
+          T* dst = plane + i * L.Wrow;
+          const int64_t h = i * L.sh + a - L.top;  // image row of padded row i*sh + a
+          if (h < 0 || h >= L.H) {
+            zero_run(dst, L.Wrow);
             continue;
           }
-          zero_run(dst, first);
-          row(img, c, h, dst + first, w0, L.sw);
-          zero_run(dst + first + n, L.Wq - first - n);
+          for (int64_t img = 0; img < L.G; ++img, dst += L.Wq) {
+            if (img >= count) {
+              zero_run(dst, L.Wq);
+              continue;
+            }
+            zero_run(dst, first);
+            row(img, c, h, dst + first, w0, L.sw);
+            zero_run(dst + first + n, L.Wq - first - n);
+          }
         }
       }
   std::memset(static_cast<void*>(grid + L.slots * L.C * L.plane), 0, sizeof(T) * size_t(L.slack));
@@ -157,21 +164,17 @@ template <typename T, typename S>
 void fill_grid(const GridLayout& L, const S* x, int64_t count, T* grid) {
   const int64_t HW = L.H * L.W;
   if constexpr (std::is_same_v<S, T> && (std::is_same_v<T, float> || std::is_same_v<T, double>)) {
-    if (L.sh == 1 && L.sw == 1) {
-      // Per plane, in increasing row order: zero rows, then each image's
-      // rows as one copy_rows (which may write past a row into the next:
-      // everything after is written later), zero rows between and after.
+    if (L.sh == 1 && L.sw == 1 && count == L.G) {
+      // Per plane: the zero rows above, then the image rows, row by row
+      // and image by image, as one copy_rows (its rows of Wq values are
+      // consecutive: row h of image g is the plane's row top + h, block g),
+      // then the zero rows below.
       const auto copy_rows = gemm_kernels<T>().copy_rows;
       for (int64_t c = 0; c < L.C; ++c) {
         T* plane = grid + c * L.plane;
-        int64_t row = 0;  // rows below this one are written
-        for (int64_t img = 0; img < count; ++img) {
-          const int64_t first = img * L.Hb + L.top;
-          zero_run(plane + row * L.Wq, (first - row) * L.Wq);
-          copy_rows(x + (img * L.C + c) * HW, L.W, L.W, plane + first * L.Wq, L.left, L.Wq, L.H);
-          row = first + L.H;
-        }
-        zero_run(plane + row * L.Wq, (L.rows - row) * L.Wq);
+        zero_run(plane, L.top * L.Wrow);
+        copy_rows(x + c * HW, L.W, L.W, plane + L.top * L.Wrow, L.left, L.Wq, L.H, L.G, L.C * HW);
+        zero_run(plane + (L.top + L.H) * L.Wrow, (L.rows - L.top - L.H) * L.Wrow);
       }
       zero_run(grid + L.C * L.plane, L.slack);
       return;

@@ -172,18 +172,23 @@ void window_tile_t(int64_t kc, const T* base, const int64_t* offsets, const T* _
 
 // ------------------------------------------------------------ row copies
 
-// Copies `rows` rows into contiguous rows of `width` values: dst row i gets
-// zeros on [0, left), src row i (stride ldsrc) on [left, left + n), zeros
-// on [left + n, width).
+// Copies rows of `images` images into contiguous rows of `width` values,
+// row by row and image by image: dst row i * images + g gets zeros on
+// [0, left), row i of image g (src + i * ldsrc + g * ldimage) on
+// [left, left + n), zeros on [left + n, width). (One image: a plane's rows
+// into a padded grid or back; several: images side by side on a grid.)
 // The AVX-512 version moves whole vectors without masks (a few moves per
 // row instead of three library calls, for images of 7 to 56 columns): a
 // row's vector moves may read past its n source values and write past its
 // width, into the following rows, which are written after it; only rows
-// whose vectors stay within the last row's end take that path, the rest
-// are copied exactly. So nothing outside the rows' span is read or written.
+// whose vectors stay within the last row's end (and, reading, within the
+// last image's last row, the highest source address) take that path, the
+// rest are copied exactly. So nothing outside the rows' span is read or
+// written.
 template <typename T, int VB>
-void copy_rows(const T* src, int64_t ldsrc, int64_t n, T* dst, int64_t left, int64_t width, int64_t rows) {
-  const int64_t lddst = width;
+void copy_rows(const T* src, int64_t ldsrc, int64_t n, T* dst, int64_t left, int64_t width, int64_t rows,
+               int64_t images, int64_t ldimage) {
+  const int64_t lddst = width, total = rows * images;
   int64_t i = 0;
 #if defined(__AVX512F__)
   if constexpr (VB == 64 && sizeof(T) == 4) {
@@ -192,10 +197,12 @@ void copy_rows(const T* src, int64_t ldsrc, int64_t n, T* dst, int64_t left, int
     // Furthest a row's stores / loads reach from its start.
     const int64_t reach_dst = std::max({up(left), left + up(n), left + n + up(width - left - n)});
     const int64_t reach_src = up(n);
-    const int64_t end_dst = (rows - 1) * lddst + width, end_src = (rows - 1) * ldsrc + n;
+    const int64_t end_dst = (total - 1) * lddst + width, end_src = (rows - 1) * ldsrc + (images - 1) * ldimage + n;
     const __m512 zero = _mm512_setzero_ps();
-    for (; i < rows && i * lddst + reach_dst <= end_dst && i * ldsrc + reach_src <= end_src; ++i) {
-      const float* s = reinterpret_cast<const float*>(src + i * ldsrc);
+    for (; i < total && i * lddst + reach_dst <= end_dst; ++i) {
+      const int64_t at = (i / images) * ldsrc + (i % images) * ldimage;
+      if (at + reach_src > end_src) break;
+      const float* s = reinterpret_cast<const float*>(src + at);
       float* d = reinterpret_cast<float*>(dst + i * lddst);
       for (int64_t o = 0; o < left; o += L) _mm512_storeu_ps(d + o, zero);
       for (int64_t o = 0; o < n; o += L) _mm512_storeu_ps(d + left + o, _mm512_loadu_ps(s + o));
@@ -203,10 +210,11 @@ void copy_rows(const T* src, int64_t ldsrc, int64_t n, T* dst, int64_t left, int
     }
   }
 #endif
-  for (; i < rows; ++i) {
+  for (; i < total; ++i) {
     T* d = dst + i * lddst;
     std::memset(static_cast<void*>(d), 0, sizeof(T) * size_t(left));
-    std::memcpy(static_cast<void*>(d + left), src + i * ldsrc, sizeof(T) * size_t(n));
+    std::memcpy(static_cast<void*>(d + left), src + (i / images) * ldsrc + (i % images) * ldimage,
+                sizeof(T) * size_t(n));
     std::memset(static_cast<void*>(d + left + n), 0, sizeof(T) * size_t(width - left - n));
   }
 }

@@ -119,9 +119,9 @@ void forward_packed(const Conv2dGeometry& g, const compute_t<S>* apack, const S*
         const T* src = out + k * cols + L.column(i, 0, 0);
         S* dst = yn + (i * g.K + k) * g.P * g.Q;
         if constexpr (std::is_same_v<S, T>) {  // a plane's rows in one call (in y's order)
-          kern.copy_rows(src, L.Wq, g.Q, dst, 0, g.Q, g.P);
+          kern.copy_rows(src, L.Wrow, g.Q, dst, 0, g.Q, g.P, 1, 0);
         } else {
-          for (int64_t p = 0; p < g.P; ++p) copy_values(src + p * L.Wq, dst + p * g.Q, g.Q);
+          for (int64_t p = 0; p < g.P; ++p) copy_values(src + p * L.Wrow, dst + p * g.Q, g.Q);
         }
       }
   });
@@ -334,11 +334,11 @@ void conv_backward_filter_window(const Conv2dGeometry& g, const S* x, const S* g
         base = grid;
         cols = L.column(count - 1, g.P - 1, g.Q - 1) + 1;
       }
-      // gy on the grid's columns (zeros at padding columns and rows), then
-      // packed: panel [groups, NR], lane (k % per_panel) * gl + j % gl at group j / gl.
-      // (rows of ldg values: whole groups, and room for the last image's last grid row)
+      // gy on the grid's columns (zeros at padding columns), then packed:
+      // panel [groups, NR], lane (k % per_panel) * gl + j % gl at group j / gl.
+      // (rows of ldg values: whole groups, and room for the last grid row)
       const int64_t groups = ceil_div(cols, gl);
-      const int64_t ldg = in_place ? groups * gl : round_up(std::max(cols, L.column(count - 1, g.P - 1, 0) + L.Wq), gl);
+      const int64_t ldg = in_place ? groups * gl : round_up(std::max(cols, g.P * L.Wrow), gl);
       T* gyg = local_buffer<T, kGradGrid>(g.K * ldg);
       for (int64_t k = 0; k < g.K; ++k) {
         T* dst = gyg + k * ldg;
@@ -347,20 +347,18 @@ void conv_backward_filter_window(const Conv2dGeometry& g, const S* x, const S* g
           copy_values(gy + (n0 * g.K + k) * PQ, dst, PQ);
           done = PQ;
         } else {
-          for (int64_t img = 0; img < count; ++img) {
-            const int64_t j0 = L.column(img, 0, 0);
-            zero_run(dst + done, j0 - done);
-            const S* src = gy + ((n0 + img) * g.K + k) * PQ;
-            if constexpr (std::is_same_v<S, T>) {  // an image's rows in one call, then its padding rows
-              kern.copy_rows(src, g.Q, g.Q, dst + j0, 0, L.Wq, g.P);
-            } else {
-              for (int64_t p = 0; p < g.P; ++p) {
-                copy_values(src + p * g.Q, dst + j0 + p * L.Wq, g.Q);
-                zero_run(dst + j0 + p * L.Wq + g.Q, L.Wq - g.Q);
+          const S* src = gy + (n0 * g.K + k) * PQ;
+          if constexpr (std::is_same_v<S, T>) {  // every image's rows, side by side, in one call
+            kern.copy_rows(src, g.Q, g.Q, dst, 0, L.Wq, g.P, count, g.K * PQ);
+          } else {
+            for (int64_t p = 0; p < g.P; ++p)
+              for (int64_t img = 0; img < count; ++img) {
+                T* row = dst + L.column(img, p, 0);
+                copy_values(src + img * g.K * PQ + p * g.Q, row, g.Q);
+                zero_run(row + g.Q, L.Wq - g.Q);
               }
-            }
-            done = j0 + g.P * L.Wq;
           }
+          done = g.P * L.Wrow;
         }
         zero_run(dst + done, ldg - done);
       }

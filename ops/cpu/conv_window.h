@@ -15,13 +15,13 @@
 // pass) are packed.
 //
 // Grid layout (per stack of G images, per channel, in padded coordinates):
-// image g occupies rows [g*Hb, (g+1)*Hb) with its pixels at (pad_h + h,
-// pad_w + w) in rows of Wb values; the zero rows and columns between
-// neighbours serve as the bottom/right padding of one and the top/left of
-// the next, so a 3x3 pad-1 layer computes (H+1)(W+1) grid outputs per H*W
-// (7x7: 64 for 49; the plain padded grid takes 81). Output (g, p, q) is grid
-// column (g*Hb/s + p) * Wb/s + q; the others ("junk") are computed and
-// dropped.
+// one band of Hb rows, G image blocks of Wb columns side by side in each;
+// image g's pixels sit at (pad_h + h, g*Wb + pad_w + w). The zero columns
+// between neighbours serve as the right padding of one and the left of the
+// next, so a 3x3 pad-1 layer computes H(W+1) grid outputs per H*W (7x7: 56
+// for 49; stacking images one above the other, sharing rows too, took 64;
+// the plain padded grid takes 81). Output (g, p, q) is grid column
+// p * G*Wb/s + g * Wb/s + q; the others ("junk") are computed and dropped.
 //
 // Backward data: stride 1 is a forward convolution of gy with the flipped,
 // transposed filter; stride s splits gx into its s x s phases, each a

@@ -107,7 +107,7 @@ void load_padded_rows(const Conv2dGeometry& g, const Tiling& tl, const S* xc, in
   std::fill(buf, buf + first * tl.wb, T(0));
   std::fill(buf + last * tl.wb, buf + rows * tl.wb, T(0));
   if constexpr (std::is_same_v<S, T>) {
-    gemm_kernels<T>().copy_rows(xc + (h0 + first) * g.W, g.W, n, buf + first * tl.wb, g.pad_w, tl.wb, last - first);
+    gemm_kernels<T>().copy_rows(xc + (h0 + first) * g.W, g.W, n, buf + first * tl.wb, g.pad_w, tl.wb, last - first, 1, 0);
   } else {
     for (int64_t i = first; i < last; ++i) {
       T* row = buf + i * tl.wb;

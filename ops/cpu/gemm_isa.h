@@ -58,12 +58,12 @@ struct GemmKernels {
   // for rows r < rows, groups jj < groups, e < G; lanes from rows*G to NR
   // are zero. (lds a multiple of G.)
   void (*pack_transposed)(const T* src, int64_t lds, int rows, int64_t groups, int G, T* dst, int NR) = nullptr;
-  // Rows of an image into contiguous rows of a grid (or back): dst row i
-  // (of `width` values) = zeros on [0, left), src row i (stride ldsrc) on
-  // [left, left + n), zeros after. Reads and writes nothing outside the
-  // rows' span (conv_micro.h).
-  void (*copy_rows)(const T* src, int64_t ldsrc, int64_t n, T* dst, int64_t left, int64_t width,
-                    int64_t rows) = nullptr;
+  // Rows of images into contiguous rows of a grid (or back): dst row
+  // i * images + g (of `width` values) = zeros on [0, left), row i of
+  // image g (src + i * ldsrc + g * ldimage) on [left, left + n), zeros
+  // after. Reads and writes nothing outside the rows' span (conv_micro.h).
+  void (*copy_rows)(const T* src, int64_t ldsrc, int64_t n, T* dst, int64_t left, int64_t width, int64_t rows,
+                    int64_t images, int64_t ldimage) = nullptr;
   // The F(2x2, 3x3) tile transforms of one tile row of tw tiles
   // (winograd_micro.h, conv_winograd.h): input (4 padded rows of stride wb)
   // to V[16, plane]; products M[16, plane] to output rows o0 and o0 + 2 tw;
