@@ -159,6 +159,50 @@ void fill_grid_rows(const GridLayout& L, int64_t count, T* grid, Row&& row) {
   std::memset(static_cast<void*>(grid + L.slots * L.C * L.plane), 0, sizeof(T) * size_t(L.slack));
 }
 
+// fill_grid for column stride 2 (any row stride): each image row is laid
+// out once with its padding in a row buffer and split into the two column
+// phases by one deinterleaving loop, which vectorises, where the general
+// path copies each phase's values one by one.
+template <typename T, typename S>
+void fill_grid_column_pairs(const GridLayout& L, const S* x, int64_t count, T* grid) {
+  const int64_t HW = L.H * L.W;
+  std::vector<T> padded(size_t(2 * L.Wq), T(0));  // one padded row of an image block (Wb = 2 Wq)
+  T* const pr = padded.data();
+  for (int64_t a = 0; a < L.sh; ++a)
+    for (int64_t c = 0; c < L.C; ++c) {
+      const int64_t s0 = L.slot[size_t(a * 2)], s1 = L.slot[size_t(a * 2 + 1)];
+      if (s0 < 0 && s1 < 0) continue;  // no tap reads this row phase
+      T* even = s0 >= 0 ? grid + (s0 * L.C + c) * L.plane : nullptr;
+      T* odd = s1 >= 0 ? grid + (s1 * L.C + c) * L.plane : nullptr;
+      for (int64_t i = 0; i < L.rows; ++i) {
+        T* e = even ? even + i * L.Wrow : nullptr;
+        T* o = odd ? odd + i * L.Wrow : nullptr;
+        const int64_t h = i * L.sh + a - L.top;  // image row of padded row i*sh + a
+        for (int64_t img = 0; img < L.G; ++img) {
+          if (h < 0 || h >= L.H || img >= count) {
+            if (e) zero_run(e + img * L.Wq, L.Wq);
+            if (o) zero_run(o + img * L.Wq, L.Wq);
+            continue;
+          }
+          copy_or_convert_run(x + (img * L.C + c) * HW + h * L.W, pr + L.left, L.W);  // (the zeros around stay)
+          if (e && o) {
+            T* eb = e + img * L.Wq;
+            T* ob = o + img * L.Wq;
+            for (int64_t j = 0; j < L.Wq; ++j) {
+              eb[j] = pr[2 * j];
+              ob[j] = pr[2 * j + 1];
+            }
+          } else {  // one column phase read (a filter one tap wide)
+            const int64_t b = e ? 0 : 1;
+            T* d = (e ? e : o) + img * L.Wq;
+            for (int64_t j = 0; j < L.Wq; ++j) d[j] = pr[2 * j + b];
+          }
+        }
+      }
+    }
+  std::memset(static_cast<void*>(grid + L.slots * L.C * L.plane), 0, sizeof(T) * size_t(L.slack));
+}
+
 // count (<= L.G) images x: [count, C, H, W] -> the grid; 16-bit types converted.
 template <typename T, typename S>
 void fill_grid(const GridLayout& L, const S* x, int64_t count, T* grid) {
@@ -179,6 +223,10 @@ void fill_grid(const GridLayout& L, const S* x, int64_t count, T* grid) {
       zero_run(grid + L.C * L.plane, L.slack);
       return;
     }
+  }
+  if (L.sw == 2) {
+    fill_grid_column_pairs(L, x, count, grid);
+    return;
   }
   fill_grid_rows(L, count, grid, [&](int64_t img, int64_t c, int64_t h, T* dst, int64_t w0, int64_t sw) {
     const S* src = x + (img * L.C + c) * HW + h * L.W;

@@ -22,9 +22,9 @@ using namespace conv_grid;
 // local_buffer slots (f16_util.h), distinct from the other conv files':
 // the grid, the GEMM output on the grid, the packed filter, the packed
 // output gradient, the filter gradient's per-thread sums, an edge panel,
-// the output gradient on the grid's columns.
+// the output gradient on the grid's columns, a gx row of two column phases.
 constexpr int kGrid = 40, kGridOut = 41, kFilter = 42, kGradPanels = 43, kPartialSums = 44, kEdgePanel = 45,
-              kGradGrid = 46;
+              kGradGrid = 46, kPhaseRow = 47;
 
 // Inner-dimension block of the filter gradient, in lane groups: at least
 // kGroupBlock, and as many as keep the block's packed output gradient (all
@@ -219,15 +219,23 @@ void backward_data_phases(const Conv2dGeometry& g, const S* gy, const S* w, S* g
     T* grid = local_buffer<T, kGrid>(L.size());
     fill_grid(L, gy + n0 * KPQ, count, grid);
     const int64_t cols = L.column(count - 1, Hi - 1, Wi - 1) + 1;
-    T* out = local_buffer<T, kGridOut>(g.C * cols);
+    // Column stride 2: every phase's products are kept, and each gx row is
+    // interleaved from its two column phases in a row buffer, then copied
+    // (vectorised loops); otherwise each phase's values are stored one by
+    // one, sw apart.
+    const bool pairs = sw == 2;
+    const int64_t phase_size = g.C * cols;
+    T* out_all = local_buffer<T, kGridOut>(phase_size * (pairs ? int64_t(phases.size()) : 1));
     S* gxn = gx + n0 * CHW;
-    if (some_phase_empty) std::memset(static_cast<void*>(gxn), 0, sizeof(S) * size_t(count * CHW));  // (f16 zero is 0 bits)
+    if (some_phase_empty && !pairs) std::memset(static_cast<void*>(gxn), 0, sizeof(S) * size_t(count * CHW));  // (f16 zero is 0 bits)
     for (size_t f = 0; f < phases.size(); ++f) {
       const Phase& ph = phases[f];
       if (ph.taps == 0) continue;  // no tap reaches this phase: zeros
+      T* out = pairs ? out_all + int64_t(f) * phase_size : out_all;
+      window_gemm_columns(kern, g.C, ph.taps, ph.apack, grid, offsets[f].data(), out, cols, cols, L.size() - NR, par);
+      if (pairs) continue;
       // Phase rows i with gx row h = sh*i + a - pad in [0, H), likewise columns.
       const int64_t i_lo = ceil_div(std::max<int64_t>(0, g.pad_h - ph.a), sh), j_lo = ceil_div(std::max<int64_t>(0, g.pad_w - ph.b), sw);
-      window_gemm_columns(kern, g.C, ph.taps, ph.apack, grid, offsets[f].data(), out, cols, cols, L.size() - NR, par);
       for (int64_t img = 0; img < count; ++img)
         for (int64_t c = 0; c < g.C; ++c)
           for (int64_t i = i_lo; i < Hi; ++i) {
@@ -239,6 +247,30 @@ void backward_data_phases(const Conv2dGeometry& g, const S* gy, const S* w, S* g
               *dst = convert_value<S>(src[j]);
           }
     }
+    if (!pairs) return;
+    // gx row h is padded row h + pad = sh*i + a: phases (a, 0) and (a, 1)
+    // hold its padded columns 2j and 2j + 1.
+    T* row = local_buffer<T, kPhaseRow>(2 * Wi);
+    for (int64_t img = 0; img < count; ++img)
+      for (int64_t c = 0; c < g.C; ++c)
+        for (int64_t h = 0; h < g.H; ++h) {
+          const int64_t a = (h + g.pad_h) % sh, i = (h + g.pad_h) / sh, at = c * cols + L.column(img, i, 0);
+          const size_t f0 = size_t(a * 2), f1 = f0 + 1;
+          const T* e = phases[f0].taps ? out_all + int64_t(f0) * phase_size + at : nullptr;
+          const T* o = phases[f1].taps ? out_all + int64_t(f1) * phase_size + at : nullptr;
+          if (e && o) {
+            for (int64_t j = 0; j < Wi; ++j) {
+              row[2 * j] = e[j];
+              row[2 * j + 1] = o[j];
+            }
+          } else {
+            for (int64_t j = 0; j < Wi; ++j) {
+              row[2 * j] = e ? e[j] : T(0);
+              row[2 * j + 1] = o ? o[j] : T(0);
+            }
+          }
+          copy_values(row + g.pad_w, gxn + ((img * g.C + c) * g.H + h) * g.W, g.W);
+        }
   });
 }
 
