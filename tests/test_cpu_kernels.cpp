@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -620,6 +621,81 @@ TEST_CASE("cpu batch_norm_forward_train keeps the variance of values with a larg
                                1e-5, nullptr);
   CHECK(double(si) == doctest::Approx(1.0 / std::sqrt(var + 1e-5)).epsilon(1e-4));
   CHECK(double(rv) == doctest::Approx(var * double(N * HW) / double(N * HW - 1)).epsilon(1e-4));
+}
+
+// Sets EMBER_CPU_BN_ORDER for one scope (the batch-norm kernels read it per call).
+struct BatchNormOrder {
+  explicit BatchNormOrder(const char* order) { setenv("EMBER_CPU_BN_ORDER", order, 1); }
+  ~BatchNormOrder() { unsetenv("EMBER_CPU_BN_ORDER"); }
+};
+
+TEST_CASE_TEMPLATE("cpu batch-norm training pair, with and without relu, by planes and by channels, against double sums",
+                   T, float, double) {
+  const DType dt = dtype_of<T>::value;
+  const double tol = sizeof(T) == 4 ? 2e-5 : 1e-12;
+  struct Shape3 {
+    int64_t N, C, HW;
+  };
+  // short planes, planes past kShortPlane, planes of several kChunk runs
+  for (const Shape3 sh : {Shape3{3, 4, 5}, Shape3{2, 3, 300}, Shape3{5, 2, 1100}})
+    for (const bool relu : {false, true})
+      for (const char* order : {"planes", "channels"}) {
+        const int64_t N = sh.N, C = sh.C, HW = sh.HW, M = N * HW;
+        const std::string what = std::string(order) + (relu ? " relu" : "");
+        CAPTURE(what);
+        CAPTURE(HW);
+        const BatchNormOrder forced(order);
+        std::vector<double> xd = test_values(N * C * HW, 21), gd = test_values(N * C * HW, 22);
+        for (size_t i = 0; i < xd.size(); ++i) xd[i] = 2.0 * xd[i] + 5.0 * double((i / sz(HW)) % sz(C));
+        const std::vector<T> x = as<T>(xd), gy = as<T>(gd);
+        std::vector<T> y(x.size()), gx(x.size(), T(1e4)), gamma(sz(C)), beta(sz(C)), rm(sz(C), T(0)), rv(sz(C), T(1)),
+            sm(sz(C)), si(sz(C)), gg(sz(C)), gb(sz(C));
+        for (int64_t c = 0; c < C; ++c) gamma[sz(c)] = T(0.75 + 0.5 * double(c)), beta[sz(c)] = T(0.2 - 0.3 * double(c));
+        const auto forward = relu ? K().batch_norm_relu_forward_train : K().batch_norm_forward_train;
+        forward(dt, x.data(), gamma.data(), beta.data(), y.data(), sm.data(), si.data(), rm.data(), rv.data(), N, C, HW,
+                0.1, 1e-5, nullptr);
+        if (relu)
+          K().batch_norm_relu_backward_train(dt, x.data(), y.data(), gy.data(), gamma.data(), sm.data(), si.data(),
+                                             gx.data(), gg.data(), gb.data(), N, C, HW, 1e-5, nullptr);
+        else
+          K().batch_norm_backward_train(dt, x.data(), gy.data(), gamma.data(), sm.data(), si.data(), gx.data(),
+                                        gg.data(), gb.data(), N, C, HW, 1e-5, nullptr);
+        bool outputs_ok = true, gx_ok = true;
+        for (int64_t c = 0; c < C; ++c) {
+          CAPTURE(c);
+          auto at = [&](int64_t n, int64_t i) { return sz((n * C + c) * HW + i); };
+          double mean = 0, var = 0;
+          for (int64_t n = 0; n < N; ++n)
+            for (int64_t i = 0; i < HW; ++i) mean += double(x[at(n, i)]);
+          mean /= double(M);
+          for (int64_t n = 0; n < N; ++n)
+            for (int64_t i = 0; i < HW; ++i) var += (double(x[at(n, i)]) - mean) * (double(x[at(n, i)]) - mean);
+          const double invstd = 1.0 / std::sqrt(var / double(M) + 1e-5), g = double(gamma[sz(c)]);
+          CHECK(double(sm[sz(c)]) == doctest::Approx(mean).epsilon(tol).scale(1));
+          CHECK(double(si[sz(c)]) == doctest::Approx(invstd).epsilon(tol));
+          // the gradients of y = [relu] (gamma * xhat + beta), with the kernel's own y as relu's mask
+          double sum_g = 0, sum_gx = 0;
+          for (int64_t n = 0; n < N; ++n)
+            for (int64_t i = 0; i < HW; ++i) {
+              const double xh = (double(x[at(n, i)]) - mean) * invstd, want_y = g * xh + double(beta[sz(c)]);
+              outputs_ok = outputs_ok && std::fabs(double(y[at(n, i)]) - (relu ? std::max(0.0, want_y) : want_y)) <=
+                                             tol * (1 + std::fabs(want_y));
+              const double gi = relu && !(double(y[at(n, i)]) > 0) ? 0.0 : double(gy[at(n, i)]);
+              sum_g += gi, sum_gx += gi * xh;
+            }
+          CHECK(double(gb[sz(c)]) == doctest::Approx(sum_g).epsilon(tol).scale(1));
+          CHECK(double(gg[sz(c)]) == doctest::Approx(sum_gx).epsilon(tol).scale(1));
+          for (int64_t n = 0; n < N; ++n)
+            for (int64_t i = 0; i < HW; ++i) {
+              const double xh = (double(x[at(n, i)]) - mean) * invstd;
+              const double gi = relu && !(double(y[at(n, i)]) > 0) ? 0.0 : double(gy[at(n, i)]);
+              const double want = g * invstd / double(M) * (double(M) * gi - sum_g - xh * sum_gx);
+              gx_ok = gx_ok && std::fabs(double(gx[at(n, i)]) - want) <= tol * (1 + std::fabs(want));
+            }
+        }
+        CHECK(outputs_ok);
+        CHECK(gx_ok);
+      }
 }
 
 // The winner of every max-pooling window by a plain row-major scan: the
