@@ -114,16 +114,17 @@ void forward_packed(const Conv2dGeometry& g, const compute_t<S>* apack, const S*
     window_gemm_columns(kern, g.K, CRS, apack, grid, offsets.data(), out, cols, cols, L.size() - kern.nr, par);
     if (dense) return;
     S* yn = y + n0 * KPQ;
-    for (int64_t i = 0; i < count; ++i)
-      for (int64_t k = 0; k < g.K; ++k) {
-        const T* src = out + k * cols + L.column(i, 0, 0);
-        S* dst = yn + (i * g.K + k) * g.P * g.Q;
-        if constexpr (std::is_same_v<S, T>) {  // a plane's rows in one call (in y's order)
-          kern.copy_rows(src, L.Wrow, g.Q, dst, 0, g.Q, g.P, 1, 0);
-        } else {
-          for (int64_t p = 0; p < g.P; ++p) copy_values(src + p * L.Wrow, dst + p * g.Q, g.Q);
-        }
+    for (int64_t i = 0; i < count; ++i) {
+      if constexpr (std::is_same_v<S, T>) {
+        // an image's K planes in one call: y's row (k, p) is row k of "image" p
+        // (out + k * cols + column(i, p, 0)), in y's order
+        kern.copy_rows(out + L.column(i, 0, 0), cols, g.Q, yn + i * KPQ, 0, g.Q, g.K, g.P, L.Wrow);
+      } else {
+        for (int64_t k = 0; k < g.K; ++k)
+          for (int64_t p = 0; p < g.P; ++p)
+            copy_values(out + k * cols + L.column(i, p, 0), yn + (i * g.K + k) * g.P * g.Q + p * g.Q, g.Q);
       }
+    }
   });
 }
 
