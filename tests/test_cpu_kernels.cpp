@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -21,6 +20,7 @@
 #include "engine/half.h"
 #include "engine/parallel.h"
 #include "engine/rng.h"
+#include "ops/cpu/cpu_kernels.h"
 #include "ops/kernels.h"
 
 using namespace ember;
@@ -623,10 +623,14 @@ TEST_CASE("cpu batch_norm_forward_train keeps the variance of values with a larg
   CHECK(double(rv) == doctest::Approx(var * double(N * HW) / double(N * HW - 1)).epsilon(1e-4));
 }
 
-// Sets EMBER_CPU_BN_ORDER for one scope (the batch-norm kernels read it per call).
-struct BatchNormOrder {
-  explicit BatchNormOrder(const char* order) { setenv("EMBER_CPU_BN_ORDER", order, 1); }
-  ~BatchNormOrder() { unsetenv("EMBER_CPU_BN_ORDER"); }
+// Forces the batch-norm kernels' order of work for one scope.
+struct ForcedBatchNormOrder {
+  const cpu::BatchNormOrder before = cpu::batch_norm_order();
+  explicit ForcedBatchNormOrder(const char* order) {
+    cpu::set_batch_norm_order(std::string(order) == "planes" ? cpu::BatchNormOrder::planes
+                                                             : cpu::BatchNormOrder::channels);
+  }
+  ~ForcedBatchNormOrder() { cpu::set_batch_norm_order(before); }
 };
 
 TEST_CASE_TEMPLATE("cpu batch-norm training pair, with and without relu, by planes and by channels, against double sums",
@@ -644,7 +648,7 @@ TEST_CASE_TEMPLATE("cpu batch-norm training pair, with and without relu, by plan
         const std::string what = std::string(order) + (relu ? " relu" : "");
         CAPTURE(what);
         CAPTURE(HW);
-        const BatchNormOrder forced(order);
+        const ForcedBatchNormOrder forced(order);
         std::vector<double> xd = test_values(N * C * HW, 21), gd = test_values(N * C * HW, 22);
         for (size_t i = 0; i < xd.size(); ++i) xd[i] = 2.0 * xd[i] + 5.0 * double((i / sz(HW)) % sz(C));
         const std::vector<T> x = as<T>(xd), gy = as<T>(gd);

@@ -21,7 +21,9 @@
 // (ops/kernels.h). f16/bf16 planes are converted to f32 into thread-local buffers
 // (ops/cpu/f16_util.h) and outputs rounded once on store.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -216,9 +218,21 @@ namespace {
 // tensors twice: by planes while they fit in the last-level cache
 // together, or while planes are that short; by channels otherwise (ResNet-50's
 // 512-channel 28x28 and 256-channel 56x56 layers at batch 16: 25-51 MB
-// tensors, 10-25% faster by channels). EMBER_CPU_BN_ORDER=planes|channels
-// overrides the rule (tests, experiments).
+// tensors, 10-25% faster by channels). set_batch_norm_order (and
+// EMBER_CPU_BN_ORDER=planes|channels) overrides the rule.
 constexpr int64_t kShortPlane = 256;
+BatchNormOrder initial_order() {
+  const char* env = std::getenv("EMBER_CPU_BN_ORDER");
+  if (!env || !*env || std::strcmp(env, "auto") == 0) return BatchNormOrder::automatic;
+  if (std::strcmp(env, "planes") == 0) return BatchNormOrder::planes;
+  if (std::strcmp(env, "channels") == 0) return BatchNormOrder::channels;
+  std::fprintf(stderr, "warning: EMBER_CPU_BN_ORDER=%s: expected auto, planes or channels; using auto\n", env);
+  return BatchNormOrder::automatic;
+}
+std::atomic<BatchNormOrder>& order_state() {
+  static std::atomic<BatchNormOrder> order{initial_order()};
+  return order;
+}
 int64_t last_level_cache_bytes() {
   static const int64_t bytes = [] {
     const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
@@ -227,11 +241,11 @@ int64_t last_level_cache_bytes() {
   return bytes;
 }
 bool backward_by_planes(int64_t N, int64_t C, int64_t HW, int64_t value_bytes) {
-  if (const char* env = std::getenv("EMBER_CPU_BN_ORDER")) {
-    if (std::strcmp(env, "planes") == 0) return true;
-    if (std::strcmp(env, "channels") == 0) return false;
+  switch (order_state().load()) {
+    case BatchNormOrder::planes: return true;
+    case BatchNormOrder::channels: return false;
+    default: return HW < kShortPlane || 3 * N * C * HW * value_bytes <= last_level_cache_bytes();
   }
-  return HW < kShortPlane || 3 * N * C * HW * value_bytes <= last_level_cache_bytes();
 }
 
 // A channel's mean, invstd (saved), running statistics (updated) and
@@ -274,43 +288,44 @@ void forward_train(DType dt, const char* kernel, const void* x, const void* gamm
     P* prm = static_cast<P*>(running_mean);
     P* prv = static_cast<P*>(running_var);
     const int64_t M = N * HW;  // values per channel
-    {
-      // pass 1: each plane's shifted sums, in memory order; then per channel in n order
-      std::vector<double> s(size_t(N * C)), ss(size_t(N * C));
-      std::vector<T> shift(static_cast<size_t>(C));
-      for (int64_t c = 0; c < C; ++c) shift[size_t(c)] = M > 0 ? load<0>(sx + c * HW, 1)[0] : T(0);
-      parallel_for(0, N * C, grain_for(HW), [&](int64_t lo, int64_t hi) {
-        for (int64_t p = lo; p < hi; ++p) {
-          double ps = 0.0, pss = 0.0;
-          shifted_sums(load<0>(sx + p * HW, HW), HW, shift[size_t(p % C)], ps, pss);
-          s[size_t(p)] = ps, ss[size_t(p)] = pss;
-        }
-      });
-      std::vector<T> m(static_cast<size_t>(C)), a(static_cast<size_t>(C)), b(static_cast<size_t>(C));
-      for (int64_t c = 0; c < C; ++c) {
-        double sc = 0.0, ssc = 0.0;
-        for (int64_t n = 0; n < N; ++n) sc += s[size_t(n * C + c)], ssc += ss[size_t(n * C + c)];
-        const Coefficients k = forward_coefficients(double(shift[size_t(c)]), sc, ssc, M, momentum, eps, pg[c], pb[c],
-                                                    psm[c], psi[c], prm[c], prv[c]);
-        m[size_t(c)] = T(k.mean), a[size_t(c)] = T(k.scale), b[size_t(c)] = T(k.shift);
+    // pass 1: each plane's shifted sums, in memory order; then per channel in n order
+    std::vector<double> s(size_t(N * C)), ss(size_t(N * C));
+    std::vector<T> shift(static_cast<size_t>(C));
+    for (int64_t c = 0; c < C; ++c) shift[size_t(c)] = M > 0 ? load<0>(sx + c * HW, 1)[0] : T(0);
+    parallel_for(0, N * C, grain_for(HW), [&](int64_t lo, int64_t hi) {
+      for (int64_t p = lo; p < hi; ++p) {
+        double ps = 0.0, pss = 0.0;
+        shifted_sums(load<0>(sx + p * HW, HW), HW, shift[size_t(p % C)], ps, pss);
+        s[size_t(p)] = ps, ss[size_t(p)] = pss;
       }
-      // pass 2: y = (x - mean) * scale + beta (then relu), plane by plane
-      parallel_for(0, N * C, grain_for(HW), [&](int64_t lo, int64_t hi) {
-        for (int64_t p = lo; p < hi; ++p) {
-          const size_t c = size_t(p % C);
-          const T* xp = load<0>(sx + p * HW, HW);
-          T* yp = out_ptr<1>(sy + p * HW, HW);
-          if constexpr (kRelu)
-            apply_affine_relu(xp, yp, HW, m[c], a[c], b[c]);
-          else
-            apply_affine(xp, yp, HW, m[c], a[c], b[c]);
-          store(yp, sy + p * HW, HW);
-        }
-      });
+    });
+    std::vector<T> m(static_cast<size_t>(C)), a(static_cast<size_t>(C)), b(static_cast<size_t>(C));
+    for (int64_t c = 0; c < C; ++c) {
+      double sc = 0.0, ssc = 0.0;
+      for (int64_t n = 0; n < N; ++n) sc += s[size_t(n * C + c)], ssc += ss[size_t(n * C + c)];
+      const Coefficients k = forward_coefficients(double(shift[size_t(c)]), sc, ssc, M, momentum, eps, pg[c], pb[c],
+                                                  psm[c], psi[c], prm[c], prv[c]);
+      m[size_t(c)] = T(k.mean), a[size_t(c)] = T(k.scale), b[size_t(c)] = T(k.shift);
     }
+    // pass 2: y = (x - mean) * scale + beta (then relu), plane by plane
+    parallel_for(0, N * C, grain_for(HW), [&](int64_t lo, int64_t hi) {
+      for (int64_t p = lo; p < hi; ++p) {
+        const size_t c = size_t(p % C);
+        const T* xp = load<0>(sx + p * HW, HW);
+        T* yp = out_ptr<1>(sy + p * HW, HW);
+        if constexpr (kRelu)
+          apply_affine_relu(xp, yp, HW, m[c], a[c], b[c]);
+        else
+          apply_affine(xp, yp, HW, m[c], a[c], b[c]);
+        store(yp, sy + p * HW, HW);
+      }
+    });
   });
 }
 }  // namespace
+
+void set_batch_norm_order(BatchNormOrder order) { order_state().store(order); }
+BatchNormOrder batch_norm_order() { return order_state().load(); }
 
 void batch_norm_forward_train(DType dt, const void* x, const void* gamma, const void* beta, void* y,
                               void* save_mean, void* save_invstd, void* running_mean, void* running_var, int64_t N,
@@ -430,7 +445,7 @@ void backward_train(DType dt, const char* kernel, const void* x, const void* rel
       parallel_for(0, N * C, grain_for(HW), [&](int64_t lo, int64_t hi) {
         for (int64_t p = lo; p < hi; ++p) {
           const size_t c = size_t(p % C);
-          const T mean = T(psm[p % C]);
+          const T mean = T(psm[c]);
           const T* xp = load<0>(sx + p * HW, HW);
           const T* gp = load<1>(sgy + p * HW, HW);
           T* op = out_ptr<2>(sgx + p * HW, HW);

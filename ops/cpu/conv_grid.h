@@ -159,47 +159,50 @@ void fill_grid_rows(const GridLayout& L, int64_t count, T* grid, Row&& row) {
   std::memset(static_cast<void*>(grid + L.slots * L.C * L.plane), 0, sizeof(T) * size_t(L.slack));
 }
 
-// fill_grid for column stride 2 (any row stride): each image row is laid
-// out once with its padding in a row buffer and split into the two column
-// phases by one deinterleaving loop, which vectorises, where the general
-// path copies each phase's values one by one.
+// fill_grid for strided columns (any row stride): each image row is laid
+// out once with its padding in a row buffer and split into its column
+// phases (phase b: padded columns b, b + sw, ...), instead of one strided
+// pass over the image row per phase. Stride 2 with both phases read, the
+// ResNet case, splits in one deinterleaving loop, which vectorises.
 template <typename T, typename S>
-void fill_grid_column_pairs(const GridLayout& L, const S* x, int64_t count, T* grid) {
-  const int64_t HW = L.H * L.W;
-  std::vector<T> padded(size_t(2 * L.Wq), T(0));  // one padded row of an image block (Wb = 2 Wq)
+void fill_grid_column_phases(const GridLayout& L, const S* x, int64_t count, T* grid) {
+  const int64_t HW = L.H * L.W, sw = L.sw;
+  std::vector<T> padded(size_t(sw * L.Wq), T(0));  // one padded row of an image block (Wb = sw * Wq)
   T* const pr = padded.data();
-  for (int64_t a = 0; a < L.sh; ++a)
-    for (int64_t c = 0; c < L.C; ++c) {
-      const int64_t s0 = L.slot[size_t(a * 2)], s1 = L.slot[size_t(a * 2 + 1)];
-      if (s0 < 0 && s1 < 0) continue;  // no tap reads this row phase
-      T* even = s0 >= 0 ? grid + (s0 * L.C + c) * L.plane : nullptr;
-      T* odd = s1 >= 0 ? grid + (s1 * L.C + c) * L.plane : nullptr;
+  std::vector<T*> phase(static_cast<size_t>(sw));  // this row of each stored column phase, or null
+  for (int64_t a = 0; a < L.sh; ++a) {
+    if (std::all_of(L.slot.begin() + a * sw, L.slot.begin() + (a + 1) * sw, [](int64_t s) { return s < 0; }))
+      continue;  // no tap reads this row phase
+    for (int64_t c = 0; c < L.C; ++c)
       for (int64_t i = 0; i < L.rows; ++i) {
-        T* e = even ? even + i * L.Wrow : nullptr;
-        T* o = odd ? odd + i * L.Wrow : nullptr;
+        for (int64_t b = 0; b < sw; ++b) {
+          const int64_t slot = L.slot[size_t(a * sw + b)];
+          phase[size_t(b)] = slot >= 0 ? grid + (slot * L.C + c) * L.plane + i * L.Wrow : nullptr;
+        }
         const int64_t h = i * L.sh + a - L.top;  // image row of padded row i*sh + a
         for (int64_t img = 0; img < L.G; ++img) {
+          const int64_t o = img * L.Wq;
           if (h < 0 || h >= L.H || img >= count) {
-            if (e) zero_run(e + img * L.Wq, L.Wq);
-            if (o) zero_run(o + img * L.Wq, L.Wq);
+            for (T* d : phase)
+              if (d) zero_run(d + o, L.Wq);
             continue;
           }
           copy_or_convert_run(x + (img * L.C + c) * HW + h * L.W, pr + L.left, L.W);  // (the zeros around stay)
-          if (e && o) {
-            T* eb = e + img * L.Wq;
-            T* ob = o + img * L.Wq;
+          if (sw == 2 && phase[0] && phase[1]) {
+            T* even = phase[0] + o;
+            T* odd = phase[1] + o;
             for (int64_t j = 0; j < L.Wq; ++j) {
-              eb[j] = pr[2 * j];
-              ob[j] = pr[2 * j + 1];
+              even[j] = pr[2 * j];
+              odd[j] = pr[2 * j + 1];
             }
-          } else {  // one column phase read (a filter one tap wide)
-            const int64_t b = e ? 0 : 1;
-            T* d = (e ? e : o) + img * L.Wq;
-            for (int64_t j = 0; j < L.Wq; ++j) d[j] = pr[2 * j + b];
+            continue;
           }
+          for (int64_t b = 0; b < sw; ++b)
+            if (T* d = phase[size_t(b)])
+              for (int64_t j = 0; j < L.Wq; ++j) d[o + j] = pr[j * sw + b];
         }
       }
-    }
+  }
   std::memset(static_cast<void*>(grid + L.slots * L.C * L.plane), 0, sizeof(T) * size_t(L.slack));
 }
 
@@ -224,17 +227,12 @@ void fill_grid(const GridLayout& L, const S* x, int64_t count, T* grid) {
       return;
     }
   }
-  if (L.sw == 2) {
-    fill_grid_column_pairs(L, x, count, grid);
+  if (L.sw > 1) {
+    fill_grid_column_phases(L, x, count, grid);
     return;
   }
-  fill_grid_rows(L, count, grid, [&](int64_t img, int64_t c, int64_t h, T* dst, int64_t w0, int64_t sw) {
-    const S* src = x + (img * L.C + c) * HW + h * L.W;
-    if (sw == 1) {
-      copy_or_convert_run(src + w0, dst, L.W - w0);
-      return;
-    }
-    for (int64_t w = w0; w < L.W; w += sw) *dst++ = convert_value<T>(src[w]);
+  fill_grid_rows(L, count, grid, [&](int64_t img, int64_t c, int64_t h, T* dst, int64_t w0, int64_t) {
+    copy_or_convert_run(x + (img * L.C + c) * HW + h * L.W + w0, dst, L.W - w0);
   });
 }
 

@@ -22,7 +22,7 @@ using namespace conv_grid;
 // local_buffer slots (f16_util.h), distinct from the other conv files':
 // the grid, the GEMM output on the grid, the packed filter, the packed
 // output gradient, the filter gradient's per-thread sums, an edge panel,
-// the output gradient on the grid's columns, a gx row of two column phases.
+// the output gradient on the grid's columns, a gx row assembled from its column phases.
 constexpr int kGrid = 40, kGridOut = 41, kFilter = 42, kGradPanels = 43, kPartialSums = 44, kEdgePanel = 45,
               kGradGrid = 46, kPhaseRow = 47;
 
@@ -199,7 +199,6 @@ void backward_data_phases(const Conv2dGeometry& g, const S* gy, const S* w, S* g
           ph.tap_s.push_back(Smax - 1 - n);
         }
   }
-  const bool some_phase_empty = std::any_of(phases.begin(), phases.end(), [](const Phase& ph) { return ph.taps == 0; });
   const int64_t stack = stack_for(gy_layout(1));
   // Window-row offsets of every phase's taps on a grid of layout L.
   auto phase_offsets = [&](const GridLayout& L) {
@@ -220,55 +219,36 @@ void backward_data_phases(const Conv2dGeometry& g, const S* gy, const S* w, S* g
     T* grid = local_buffer<T, kGrid>(L.size());
     fill_grid(L, gy + n0 * KPQ, count, grid);
     const int64_t cols = L.column(count - 1, Hi - 1, Wi - 1) + 1;
-    // Column stride 2: every phase's products are kept, and each gx row is
-    // interleaved from its two column phases in a row buffer, then copied
-    // (vectorised loops); otherwise each phase's values are stored one by
-    // one, sw apart.
-    const bool pairs = sw == 2;
+    // Every phase's products are kept; then each gx row (padded row h + pad
+    // = sh*i + a) is assembled from its sw column phases (a, b), whose
+    // values are its padded columns b, b + sw, ..., in a row buffer and
+    // copied out. Stride 2 with both phases, the ResNet case, interleaves
+    // in one loop, which vectorises.
     const int64_t phase_size = g.C * cols;
-    T* out_all = local_buffer<T, kGridOut>(phase_size * (pairs ? int64_t(phases.size()) : 1));
+    T* out_all = local_buffer<T, kGridOut>(phase_size * int64_t(phases.size()));
+    for (size_t f = 0; f < phases.size(); ++f)
+      if (phases[f].taps > 0)  // (no tap reaches a phase without: zeros)
+        window_gemm_columns(kern, g.C, phases[f].taps, phases[f].apack, grid, offsets[f].data(),
+                            out_all + int64_t(f) * phase_size, cols, cols, L.size() - NR, par);
+    T* row = local_buffer<T, kPhaseRow>(sw * Wi);
+    std::vector<const T*> phase(static_cast<size_t>(sw));  // this row of each phase's products, or null
     S* gxn = gx + n0 * CHW;
-    if (some_phase_empty && !pairs) std::memset(static_cast<void*>(gxn), 0, sizeof(S) * size_t(count * CHW));  // (f16 zero is 0 bits)
-    for (size_t f = 0; f < phases.size(); ++f) {
-      const Phase& ph = phases[f];
-      if (ph.taps == 0) continue;  // no tap reaches this phase: zeros
-      T* out = pairs ? out_all + int64_t(f) * phase_size : out_all;
-      window_gemm_columns(kern, g.C, ph.taps, ph.apack, grid, offsets[f].data(), out, cols, cols, L.size() - NR, par);
-      if (pairs) continue;
-      // Phase rows i with gx row h = sh*i + a - pad in [0, H), likewise columns.
-      const int64_t i_lo = ceil_div(std::max<int64_t>(0, g.pad_h - ph.a), sh), j_lo = ceil_div(std::max<int64_t>(0, g.pad_w - ph.b), sw);
-      for (int64_t img = 0; img < count; ++img)
-        for (int64_t c = 0; c < g.C; ++c)
-          for (int64_t i = i_lo; i < Hi; ++i) {
-            const int64_t h = sh * i + ph.a - g.pad_h;
-            if (h >= g.H) break;
-            const T* src = out + c * cols + L.column(img, i, 0);
-            S* dst = gxn + ((img * g.C + c) * g.H + h) * g.W + sw * j_lo + ph.b - g.pad_w;
-            for (int64_t j = j_lo, x = sw * j_lo + ph.b - g.pad_w; j < Wi && x < g.W; ++j, x += sw, dst += sw)
-              *dst = convert_value<S>(src[j]);
-          }
-    }
-    if (!pairs) return;
-    // gx row h is padded row h + pad = sh*i + a: phases (a, 0) and (a, 1)
-    // hold its padded columns 2j and 2j + 1.
-    T* row = local_buffer<T, kPhaseRow>(2 * Wi);
     for (int64_t img = 0; img < count; ++img)
       for (int64_t c = 0; c < g.C; ++c)
         for (int64_t h = 0; h < g.H; ++h) {
           const int64_t a = (h + g.pad_h) % sh, i = (h + g.pad_h) / sh, at = c * cols + L.column(img, i, 0);
-          const size_t f0 = size_t(a * 2), f1 = f0 + 1;
-          const T* e = phases[f0].taps ? out_all + int64_t(f0) * phase_size + at : nullptr;
-          const T* o = phases[f1].taps ? out_all + int64_t(f1) * phase_size + at : nullptr;
-          if (e && o) {
+          for (int64_t b = 0; b < sw; ++b) {
+            const size_t f = size_t(a * sw + b);
+            phase[size_t(b)] = phases[f].taps ? out_all + int64_t(f) * phase_size + at : nullptr;
+          }
+          if (sw == 2 && phase[0] && phase[1]) {
             for (int64_t j = 0; j < Wi; ++j) {
-              row[2 * j] = e[j];
-              row[2 * j + 1] = o[j];
+              row[2 * j] = phase[0][j];
+              row[2 * j + 1] = phase[1][j];
             }
           } else {
-            for (int64_t j = 0; j < Wi; ++j) {
-              row[2 * j] = e ? e[j] : T(0);
-              row[2 * j + 1] = o ? o[j] : T(0);
-            }
+            for (int64_t b = 0; b < sw; ++b)
+              for (int64_t j = 0; j < Wi; ++j) row[j * sw + b] = phase[size_t(b)] ? phase[size_t(b)][j] : T(0);
           }
           copy_values(row + g.pad_w, gxn + ((img * g.C + c) * g.H + h) * g.W, g.W);
         }

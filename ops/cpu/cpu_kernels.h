@@ -89,4 +89,13 @@ void random_uniform(DType dt, void* y, int64_t n, uint64_t seed, uint64_t offset
 void random_normal(DType dt, void* y, int64_t n, uint64_t seed, uint64_t offset, double mean, double std,
                    Stream stream);
 
+// How the batch-norm training backward splits its work (batch_norm.cpp):
+// `automatic` by the size rule there; the others force one order. The
+// initial value comes from EMBER_CPU_BN_ORDER=auto|planes|channels (read
+// once); setting it is not thread safe against running kernels: for tests
+// and benchmarks.
+enum class BatchNormOrder { automatic, planes, channels };
+void set_batch_norm_order(BatchNormOrder order);
+BatchNormOrder batch_norm_order();
+
 }  // namespace ember::cpu
