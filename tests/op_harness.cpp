@@ -59,8 +59,8 @@ std::vector<Backend>& backends() {
     // each lesser set (ops/cpu/gemm_isa.h: AVX2, portable), so every set is
     // checked on every op; every other backend puts the best set back, since
     // the CPU is their reference.
-    // And once with every 3x3 stride-1 convolution by Winograd F(2x2, 3x3)
-    // (ops/cpu/conv_winograd.h), and once with every convolution by the GEMM
+    // And once with every 3x3 stride-1 convolution by Winograd F(2x2, 3x3),
+    // once by F(4x4, 3x3) (ops/cpu/conv_winograd.h), and once with every convolution by the GEMM
     // lowerings (ops/cpu/conv.cpp), the algorithms the default policy
     // (ops/cpu/conv_policy.h) takes only for some layers or not at all.
     const cpu::GemmIsa best = cpu::supported_gemm_isas().back();
@@ -78,6 +78,10 @@ std::vector<Backend>& backends() {
     l.push_back(Backend{"cpu-winograd", Device::cpu(), true, [best] {
                           cpu::set_gemm_isa(best);
                           cpu::set_conv_policy(cpu::ConvPolicy::winograd);
+                        }, true, true});
+    l.push_back(Backend{"cpu-winograd4", Device::cpu(), true, [best] {
+                          cpu::set_gemm_isa(best);
+                          cpu::set_conv_policy(cpu::ConvPolicy::winograd4);
                         }, true, true});
     l.push_back(Backend{"cpu-gemm", Device::cpu(), true, [best] {
                           cpu::set_gemm_isa(best);

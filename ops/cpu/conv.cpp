@@ -498,7 +498,8 @@ template <typename S>
 void conv_forward(const Conv2dGeometry& g, const S* x, const S* w, S* y) {
   run_conv_pass(ConvPass::forward, g, dtype_of<S>::value, [&](ConvAlgo a) {
     if (a == ConvAlgo::window) return conv_forward_window(g, x, w, y);
-    if (a == ConvAlgo::winograd) return conv_forward_winograd(g, x, w, y);
+    if (a == ConvAlgo::winograd) return conv_forward_winograd(g, x, w, y, 2);
+    if (a == ConvAlgo::winograd4) return conv_forward_winograd(g, x, w, y, 4);
     conv_forward_gemm(g, x, w, y);
   });
 }
@@ -507,7 +508,8 @@ template <typename S>
 void conv_backward_data(const Conv2dGeometry& g, const S* gy, const S* w, S* gx) {
   run_conv_pass(ConvPass::backward_data, g, dtype_of<S>::value, [&](ConvAlgo a) {
     if (a == ConvAlgo::window) return conv_backward_data_window(g, gy, w, gx);
-    if (a == ConvAlgo::winograd) return conv_forward_winograd(flipped_geometry(g), gy, flipped_filter(g, w), gx);
+    if (a == ConvAlgo::winograd || a == ConvAlgo::winograd4)
+      return conv_forward_winograd(flipped_geometry(g), gy, flipped_filter(g, w), gx, a == ConvAlgo::winograd ? 2 : 4);
     conv_backward_data_gemm(g, gy, w, gx);
   });
 }
@@ -516,7 +518,8 @@ template <typename S>
 void conv_backward_filter(const Conv2dGeometry& g, const S* x, const S* gy, S* gw) {
   run_conv_pass(ConvPass::backward_filter, g, dtype_of<S>::value, [&](ConvAlgo a) {
     if (a == ConvAlgo::window) return conv_backward_filter_window(g, x, gy, gw);
-    if (a == ConvAlgo::winograd) return conv_backward_filter_winograd(g, x, gy, gw);
+    if (a == ConvAlgo::winograd) return conv_backward_filter_winograd(g, x, gy, gw, 2);
+    if (a == ConvAlgo::winograd4) return conv_backward_filter_winograd(g, x, gy, gw, 4);
     conv_backward_filter_gemm(g, x, gy, gw);
   });
 }

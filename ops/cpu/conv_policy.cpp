@@ -84,6 +84,21 @@ bool winograd_suits(ConvPass pass, const Conv2dGeometry& g) {
          (g.P * g.Q >= kWinogradMinPlane || channels >= kWinogradSmallPlaneChannels);
 }
 
+// Whether F(4x4, 3x3) suits layer g (rather than F(2x2, 3x3) or the
+// window algorithm): as winograd_suits, from 16 channels on every pass,
+// and outputs at least kWinograd4MinWidth wide. Its 4x4 tiles need 2.25
+// times fewer products than 2x2 ones and a quarter of the transformed
+// values per output, but a row of a narrow output has few of them for the
+// transforms' vector lanes: the strips of conv_winograd.cpp fill them from
+// several images, yet measured slower than F(2x2, 3x3) or the window
+// algorithm on 14x14 and 7x7 outputs (below).
+bool winograd4_suits(const Conv2dGeometry& g) {
+  const int64_t threads = num_threads();
+  const int64_t tiles = g.N * ((g.P + 1) / 2) * ((g.Q + 1) / 2);  // (2x2 tiles: winograd_suits' measure)
+  return winograd_applies(g) && std::min(g.C, g.K) >= kWinograd4MinChannels && g.Q >= kWinograd4MinWidth &&
+         g.N >= threads && tiles >= kWinogradMinTilesPerThread * threads;
+}
+
 // Measured per layer and pass with build/bench_conv (ResNet-20 at batch 128
 // and ResNet-50 at batch 16, 2 threads, a Zen 5 EPYC): the window-row
 // algorithm wins on every 3x3 stride-1 layer, the stems, pointwise layers on
@@ -122,6 +137,20 @@ bool winograd_suits(ConvPass pass, const Conv2dGeometry& g) {
 // smaller outputs), enough tiles a thread, where the measured speedup on a
 // 128-channel layer says this CPU pays (winograd_pays).
 //
+// F(4x4, 3x3), same Zen 4, one process alternating window / F(2x2) /
+// F(4x4), ms (forward / filter gradient; backward data as the forward):
+//   ResNet-20, batch 128: 16ch 28x28 2.64 / 2.50 / 1.91 and 2.81 / 2.38 /
+//     1.86 (backward data 2.62 / 2.42 / 1.87); 32ch 14x14 2.68 / 2.54 /
+//     2.71 and 2.94 / 2.50 / 2.72; 64ch 7x7 2.69 / 3.38 / 2.61 and
+//     3.24 / 3.37 / 2.78 (other runs: F(4x4) 3.10 and 3.50, slower than
+//     the window's 2.82 and 3.01).
+//   ResNet-50, batch 16: 64ch 56x56 18.5 / 15.0 / 10.0 and 19.0 / 13.0 /
+//     9.7; 128ch 28x28 18.0 / 11.4 / 8.7 and 21.5 / 14.5 / 12.6; 256ch
+//     14x14 20.6 / 17.0 / 18.5 and 26.2 / 18.3 / 24.3; 512ch 7x7 27.2 /
+//     26.8 / 29.0 and 38.3 / 33.7 / 49.6.
+// So F(4x4) takes the layers with outputs 28 wide or wider from 16
+// channels (every pass), F(2x2) keeps the narrower ones.
+//
 // bf16 on AVX512-BF16 (conv_bf16_kernels.h) is a different balance: the
 // window tiles multiply bf16 pairs at twice the f32 rate while the GEMM
 // lowerings convert to f32, and the window algorithm wins everywhere but
@@ -131,6 +160,7 @@ ConvAlgo heuristic(ConvPass pass, const Conv2dGeometry& g, DType dt) {
   const bool strided = g.stride_h > 1 || g.stride_w > 1;
   if (dt == DType::bf16 && bf16_conv_kernels())
     return pass == ConvPass::backward_data && strided && pointwise ? ConvAlgo::gemm : ConvAlgo::window;
+  if (winograd4_suits(g) && winograd_pays()) return ConvAlgo::winograd4;
   if (winograd_suits(pass, g) && winograd_pays()) return ConvAlgo::winograd;
   if (pointwise && g.P * g.Q < 256) return ConvAlgo::gemm;
   if (pass != ConvPass::forward && strided && !pointwise && g.C >= 256) return ConvAlgo::gemm;
@@ -158,7 +188,7 @@ double winograd_speedup() {
     for (float& v : x) v = next();
     for (float& v : w) v = next() * 0.03f;
     const std::function<void(ConvAlgo)> run = [&](ConvAlgo a) {
-      if (a == ConvAlgo::winograd) conv_forward_winograd(g, x.data(), w.data(), y.data());
+      if (a == ConvAlgo::winograd) conv_forward_winograd(g, x.data(), w.data(), y.data(), 2);
       else conv_forward_window(g, x.data(), w.data(), y.data());
     };
     seconds_of(run, ConvAlgo::window);  // warm-up: buffers, caches, the clock
@@ -212,8 +242,9 @@ ConvPolicy parse_conv_policy(const std::string& name) {
   if (name == "window") return ConvPolicy::window;
   if (name == "gemm") return ConvPolicy::gemm;
   if (name == "winograd") return ConvPolicy::winograd;
+  if (name == "winograd4") return ConvPolicy::winograd4;
   throw Error("EMBER_CPU_CONV=" + name +
-              ": unknown convolution policy (expected heuristic, benchmark, window, gemm or winograd)");
+              ": unknown convolution policy (expected heuristic, benchmark, window, gemm, winograd or winograd4)");
 }
 
 const char* conv_policy_name(ConvPolicy p) {
@@ -222,6 +253,7 @@ const char* conv_policy_name(ConvPolicy p) {
     case ConvPolicy::window: return "window";
     case ConvPolicy::gemm: return "gemm";
     case ConvPolicy::winograd: return "winograd";
+    case ConvPolicy::winograd4: return "winograd4";
     default: return "heuristic";
   }
 }
@@ -230,6 +262,7 @@ const char* conv_algo_name(ConvAlgo a) {
   switch (a) {
     case ConvAlgo::gemm: return "gemm";
     case ConvAlgo::winograd: return "winograd";
+    case ConvAlgo::winograd4: return "winograd4";
     default: return "window";
   }
 }
@@ -244,6 +277,7 @@ ConvAlgo conv_algo_for(ConvPass pass, const Conv2dGeometry& g, DType dt) {
     case ConvPolicy::window: return ConvAlgo::window;
     case ConvPolicy::gemm: return ConvAlgo::gemm;
     case ConvPolicy::winograd: return winograd_applies(g) ? ConvAlgo::winograd : ConvAlgo::window;
+    case ConvPolicy::winograd4: return winograd_applies(g) ? ConvAlgo::winograd4 : ConvAlgo::window;
     case ConvPolicy::benchmark: {
       std::lock_guard<std::mutex> lock(choices_mutex);
       auto it = choices().find(key_of(pass, g, dt));
@@ -265,8 +299,8 @@ void run_conv_pass(ConvPass pass, const Conv2dGeometry& g, DType dt, const std::
   // last one's stays). The first run also warms the caches for the others.
   ConvAlgo best = ConvAlgo::window;
   double best_s = seconds_of(run, ConvAlgo::window);
-  for (ConvAlgo a : {ConvAlgo::gemm, ConvAlgo::winograd}) {
-    if (a == ConvAlgo::winograd && !winograd_applies(g)) continue;
+  for (ConvAlgo a : {ConvAlgo::gemm, ConvAlgo::winograd, ConvAlgo::winograd4}) {
+    if (a != ConvAlgo::gemm && !winograd_applies(g)) continue;
     const double s = seconds_of(run, a);
     if (s < best_s) best = a, best_s = s;
   }

@@ -7,7 +7,8 @@
 //   gemm      the GEMM lowerings of conv.cpp (padded grid packed into GEMM
 //             panels for stride 1, im2col / col2im otherwise): every pass;
 //   winograd  F(2x2, 3x3) (conv_winograd.h): every pass of 3x3 stride-1
-//             layers with padding <= 2.
+//             layers with padding <= 2;
+//   winograd4 F(4x4, 3x3) (conv_winograd.h): the same layers.
 // The policy:
 //   heuristic  (default) window, except where the GEMM lowerings measured
 //              faster: pointwise layers with small outputs, gradients of
@@ -15,13 +16,14 @@
 //              and Winograd for every pass of 3x3 stride-1 layers with
 //              >= 128 channels in and out and >= 96
 //              output tiles a thread, on CPUs where it was measured to pay
-//              (winograd_pays below; rules and figures in conv_policy.cpp);
+//              (winograd_pays below; rules and figures in conv_policy.cpp),
+//              by F(4x4, 3x3) on outputs >= 28 wide from 16 channels;
 //   benchmark  each pass of each geometry is timed with every candidate on
 //              its first call and the fastest is kept (cuDNN's benchmark
 //              mode; runs are then not bit-reproducible from run to run);
-//   window, gemm, winograd  forced (winograd where it applies, window
-//              elsewhere).
-// EMBER_CPU_CONV=heuristic|benchmark|window|gemm|winograd sets it for a
+//   window, gemm, winograd, winograd4  forced (Winograd where it
+//              applies, window elsewhere).
+// EMBER_CPU_CONV=heuristic|benchmark|window|gemm|winograd|winograd4 sets it for a
 // process; set_conv_policy for tests and benchmarks.
 #pragma once
 #include <functional>
@@ -31,20 +33,20 @@
 
 namespace ember::cpu {
 
-enum class ConvPolicy { heuristic, benchmark, window, gemm, winograd };
+enum class ConvPolicy { heuristic, benchmark, window, gemm, winograd, winograd4 };
 enum class ConvPass { forward, backward_data, backward_filter };
-enum class ConvAlgo { window, gemm, winograd };
+enum class ConvAlgo { window, gemm, winograd, winograd4 };
 
 ConvPolicy conv_policy();
 void set_conv_policy(ConvPolicy p);
-// "heuristic" | "benchmark" | "window" | "gemm" | "winograd"; throws ember::Error otherwise.
+// "heuristic" | "benchmark" | "window" | "gemm" | "winograd" | "winograd4"; throws ember::Error otherwise.
 ConvPolicy parse_conv_policy(const std::string& name);
 const char* conv_policy_name(ConvPolicy p);
 const char* conv_algo_name(ConvAlgo a);
 // Forgets the choices benchmark mode made.
 void clear_conv_choices();
 
-// Whether F(2x2, 3x3) applies: 3x3 filter, stride 1, padding at most 2.
+// Whether F(2x2, 3x3) and F(4x4, 3x3) apply: 3x3 filter, stride 1, padding at most 2.
 bool winograd_applies(const Conv2dGeometry& g);
 
 // Whether the heuristic takes Winograd for the 3x3 stride-1 layers it
@@ -69,6 +71,9 @@ constexpr double kWinogradMinSpeedup = 1.10;
 // kWinogradMinTilesPerThread tiles (conv_policy.cpp).
 constexpr int64_t kWinogradMinChannels = 32, kWinogradMinChannelsFilter = 16, kWinogradMinPlane = 196,
                   kWinogradSmallPlaneChannels = 128, kWinogradMinTilesPerThread = 96;
+// F(4x4, 3x3) instead where min(C, K) >= kWinograd4MinChannels and the
+// output is >= kWinograd4MinWidth wide (and the batch and tiles as above).
+constexpr int64_t kWinograd4MinChannels = 16, kWinograd4MinWidth = 28;
 bool winograd_pays();
 // The window algorithm's time over Winograd's on a reference layer (forward,
 // f32, batch 8, 128 -> 128 channels, 28x28, the current thread count; best

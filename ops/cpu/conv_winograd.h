@@ -23,7 +23,7 @@ namespace ember::cpu {
 // y = conv(x, w) by F(2x2, 3x3); S is the storage type (f16, bf16, f32, f64).
 //   x: [N, C, H, W]   w: [K, C, 3, 3]   y: [N, K, P, Q]
 template <typename S>
-void conv_forward_winograd(const Conv2dGeometry& g, const S* x, const S* w, S* y);
+void conv_forward_winograd(const Conv2dGeometry& g, const S* x, const S* w, S* y, int m);
 
 // gw = dL/dw by F(2x2, 3x3). y = A^T [U . V] A per tile is linear in
 // U = G w G^T, so dL/dU = sum over tiles of (A gy_tile A^T) . V_tile and
@@ -34,6 +34,6 @@ void conv_forward_winograd(const Conv2dGeometry& g, const S* x, const S* w, S* y
 // images, the partial sums added in thread order), and gw from dU.
 //   x: [N, C, H, W]   gy: [N, K, P, Q]   gw: [K, C, 3, 3]
 template <typename S>
-void conv_backward_filter_winograd(const Conv2dGeometry& g, const S* x, const S* gy, S* gw);
+void conv_backward_filter_winograd(const Conv2dGeometry& g, const S* x, const S* gy, S* gw, int m);
 
 }  // namespace ember::cpu

@@ -74,6 +74,14 @@ struct GemmKernels {
   void (*winograd_input_row)(const T* rows, int64_t wb, int64_t tw, T* v, int64_t plane) = nullptr;
   void (*winograd_output_row)(const T* m, int64_t plane, int64_t tw, T* o0) = nullptr;
   void (*winograd_grad_row)(const T* g0, const T* g1, int64_t tw, T* z, int64_t plane) = nullptr;
+  // The F(4x4, 3x3) ones (winograd4_micro.h): input (6 padded rows) to
+  // V[36, plane]; products M[36, plane] to the 4 output rows o0 + i * 4 tw;
+  // the 4 output-gradient rows g0 + r * ldg (read exactly) to Z[36, plane].
+  // The input transform reads up to 34 values past its rows; they write up
+  // to 7 past a row of V or Z and 28 past the last output row.
+  void (*winograd4_input_row)(const T* rows, int64_t wb, int64_t tw, T* v, int64_t plane) = nullptr;
+  void (*winograd4_output_row)(const T* m, int64_t plane, int64_t tw, T* o0) = nullptr;
+  void (*winograd4_grad_row)(const T* g0, int64_t ldg, int64_t tw, T* z, int64_t plane) = nullptr;
 };
 
 // The kernel sets of each instruction set (defined in the per-ISA files;

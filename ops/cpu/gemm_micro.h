@@ -187,6 +187,7 @@ double fma_peak_loop(int64_t iters, T* sink) {
 
 #include "ops/cpu/conv_micro.h"
 #include "ops/cpu/winograd_micro.h"
+#include "ops/cpu/winograd4_micro.h"
 
 namespace ember::cpu::gemm_micro {
 namespace {
@@ -210,6 +211,9 @@ GemmKernels<T> make_kernels(const char* isa) {
   k.winograd_input_row = &winograd_input_row<T, TVB>;
   k.winograd_output_row = &winograd_output_row<T, TVB>;
   k.winograd_grad_row = &winograd_grad_row<T, TVB>;
+  k.winograd4_input_row = &winograd4_input_row<T, TVB>;
+  k.winograd4_output_row = &winograd4_output_row<T, TVB>;
+  k.winograd4_grad_row = &winograd4_grad_row<T, TVB>;
   // (a group is broadcast as one element of at most 16 bytes)
   if constexpr (L % 2 == 0 && 2 * sizeof(T) <= 16) k.window_tile_t[1] = &window_tile_t<T, VB, MR, NV, 2>;
   if constexpr (L % 4 == 0 && 4 * sizeof(T) <= 16) k.window_tile_t[2] = &window_tile_t<T, VB, MR, NV, 4>;
