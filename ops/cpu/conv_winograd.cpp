@@ -10,7 +10,7 @@
 //   a^2 GEMMs         M[xi][k][j] = U[xi][k][:] . V[xi][:][j]
 //   output transform  y tile j = A^T M_j A (M x M, clipped at the border)
 // with the matrices of winograd_matrices.h. U = G g G^T is computed once
-// per call for every (k, c) (in double), packed for the GEMMs, and shared
+// per call for every (k, c), packed for the GEMMs, and shared
 // by the threads. The transforms of a tile row and the GEMMs' register
 // tiles are the kernel set's (winograd_micro.h, winograd4_micro.h,
 // conv_micro.h: compiled per instruction set); this file holds the loops
@@ -79,20 +79,30 @@ void transform_filter_packed(const Conv2dGeometry& g, const S* w, int MR, T* Upa
   constexpr int A = Mat::points;
   const int64_t KP = conv_grid::ceil_div(g.K, int64_t(MR)) * MR, plane = KP * g.C;
   // Blocks of B output channels of one input channel: B filters transformed
-  // at once, their values consecutive in a panel (where MR is a multiple of B).
+  // at once, their values consecutive in a panel (where MR is a multiple of
+  // B). A block's input channels in order: w's rows of the block's B output
+  // channels are read and each panel of U is written front to back (U is
+  // 4 (F(2x2)) or 16 (F(4x4)) times the filter's size: for 512 channels
+  // 16 MB, so the order decides whether this is a stream or cache misses).
   constexpr int B = 8;
   const int64_t blocks = conv_grid::ceil_div(g.K, int64_t(B));
-  parallel_for(0, g.C * blocks, 32, [&](int64_t b, int64_t e) {
-    for (int64_t cb = b; cb < e; ++cb) {
-      const int64_t c = cb / blocks, k0 = cb % blocks * B, n = std::min<int64_t>(B, g.K - k0);
-      double f[9][B] = {}, u[A * A][B];
+  parallel_for(0, blocks * g.C, 32, [&](int64_t b, int64_t e) {
+    for (int64_t bc = b; bc < e; ++bc) {
+      const int64_t c = bc % g.C, k0 = bc / g.C * B, n = std::min<int64_t>(B, g.K - k0);
+      T f[9][B] = {}, u[A * A][B];
       for (int64_t p = 0; p < n; ++p)
-        for (int rs = 0; rs < 9; ++rs) f[rs][p] = double(convert_value<T>(w[((k0 + p) * g.C + c) * 9 + rs]));
+        for (int rs = 0; rs < 9; ++rs) f[rs][p] = convert_value<T>(w[((k0 + p) * g.C + c) * 9 + rs]);
       winograd_filter_transform<M, B>(f, u);
-      for (int xi = 0; xi < A * A; ++xi)  // (xi outer: the stores of a block are consecutive)
+      T* block = Upack + (k0 / MR) * g.C * MR + c * MR + k0 % MR;
+      if (n == B && MR % B == 0) {  // the block's B values of each xi are consecutive
+        for (int xi = 0; xi < A * A; ++xi)
+          for (int p = 0; p < B; ++p) block[xi * plane + p] = u[xi][p];
+        continue;
+      }
+      for (int xi = 0; xi < A * A; ++xi)
         for (int64_t p = 0; p < n; ++p) {
           const int64_t k = k0 + p;
-          Upack[xi * plane + (k / MR) * g.C * MR + c * MR + k % MR] = T(u[xi][p]);
+          Upack[xi * plane + (k / MR) * g.C * MR + c * MR + k % MR] = u[xi][p];
         }
     }
   });
@@ -120,7 +130,7 @@ struct Tiling {
   int64_t G;       // images side by side in a strip
   int64_t S;       // columns of one image in a strip's rows: M tw
   int64_t trow;    // tiles a tile row: G tw
-  int64_t wb;      // width of a padded input row buffer: G S + 2
+  int64_t wb;      // width of a padded input row buffer: S + 2 alone, G S in strips
   // The images of strip `strip` of a share starting at image n0 and ending before n1.
   int64_t first_image(int64_t n0, int64_t strip) const { return n0 + strip * G; }
   int64_t images(int64_t n0, int64_t n1, int64_t strip) const { return std::min(G, n1 - first_image(n0, strip)); }
@@ -131,7 +141,7 @@ Tiling tiling_of(const Conv2dGeometry& g) {
   const int64_t tw = (g.Q + M - 1) / M, S = M * tw;
   const bool strips = tw < kTileLanes && g.pad_w + g.W <= S;
   const int64_t G = strips ? std::max<int64_t>(1, kTileLanes / tw) : 1;
-  return Tiling{(g.P + M - 1) / M, tw, G, S, G * tw, G * S + 2};
+  return Tiling{(g.P + M - 1) / M, tw, G, S, G * tw, G == 1 ? S + 2 : G * S};
 }
 
 // The threads' contiguous shares of the images: share t is images
@@ -150,6 +160,10 @@ struct ImageShares {
 // [ti0, ti1), as T, in one pass:
 //   buf: [M (ti1 - ti0) + 2, wb], element (i, g S + u) = image g's
 //        xc[M ti0 + i - pad_h, u - pad_w] (0 outside it and past the images)
+// In strips (wb = G S) the last image's last tile reads 2 columns past its
+// row: the next row's first two (image 0's padding and first value), past
+// the last row 2 zeros after it; like the columns it reads of the next
+// image, they reach only outputs past Q.
 template <int M, typename T, typename S>
 void load_padded_rows(const Conv2dGeometry& g, const Tiling& tl, const S* xc, int64_t images, int64_t ti0,
                       int64_t ti1, T* buf) {
@@ -164,12 +178,18 @@ void load_padded_rows(const Conv2dGeometry& g, const Tiling& tl, const S* xc, in
       copy_rows(xc + (h0 + first) * g.W, g.W, n, buf + first * tl.wb, g.pad_w, tl.wb, last - first, 1, 0);
       return;
     }
-    for (int64_t i = first; i < last; ++i) {  // the strip's images side by side, S columns each
+    std::fill(buf + rows * tl.wb, buf + rows * tl.wb + 2, T(0));
+    if (images == tl.G) {  // the strip's images side by side, S columns each: row i of image g is row i G + g
+      copy_rows(xc + (h0 + first) * g.W, g.W, n, buf + first * tl.wb, g.pad_w, tl.S, last - first, images, CHW);
+      return;
+    }
+    for (int64_t i = first; i < last; ++i) {  // a part-filled strip: row by row, zeros past the images
       T* row = buf + i * tl.wb;
       copy_rows(xc + (h0 + i) * g.W, g.W, n, row, g.pad_w, tl.S, 1, images, CHW);
       std::fill(row + images * tl.S, row + tl.wb, T(0));
     }
   } else {
+    if (tl.G > 1) std::fill(buf + rows * tl.wb, buf + rows * tl.wb + 2, T(0));
     for (int64_t i = first; i < last; ++i) {
       T* row = buf + i * tl.wb;
       std::fill(row, row + tl.wb, T(0));
