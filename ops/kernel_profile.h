@@ -5,7 +5,10 @@
 // time each call (steady clock) and forward to the real CPU kernel; the
 // totals are kept per kernel and dtype. Only the CPU table is timed: CUDA
 // kernels are asynchronous, so host-side timing would only see launches
-// (use Nsight Systems there). Enabling costs two clock reads per call.
+// (use Nsight Systems there). Enabling costs two clock reads per call. The
+// convolutions are also kept per pass and geometry, with the algorithm the
+// CPU policy ran (ops/cpu/conv_policy.h), to see which layer and pass the
+// time goes to in a real step rather than in bench_conv's isolation.
 #pragma once
 #include <cstdint>
 #include <cstdio>
@@ -13,10 +16,10 @@
 #include <vector>
 
 #include "engine/dtype.h"
+#include "ops/kernels.h"
 
 namespace ember {
 
-struct Kernels;
 
 void set_kernel_profiling(bool on);
 bool kernel_profiling();
@@ -32,7 +35,19 @@ struct KernelTime {
 // Totals since the last reset, largest first.
 std::vector<KernelTime> kernel_profile();
 void reset_kernel_profile();
-// A table: kernel, dtype, calls, total ms, ms per call, share of the total.
-void print_kernel_profile(std::FILE* out);
+struct ConvLayerTime {
+  std::string pass;  // "forward", "backward_data", "backward_filter"
+  DType dtype = DType::f32;
+  Conv2dGeometry geometry;
+  std::string algorithm;  // the policy's choice on the last call: window, gemm, winograd, winograd4
+  int64_t calls = 0;
+  double seconds = 0;
+};
+// The convolution calls per pass, dtype and geometry since the last reset, largest first.
+std::vector<ConvLayerTime> conv_layer_profile();
+// A table: kernel, dtype, calls, total ms, ms per call, share of the total;
+// then the convolutions by layer and pass (algorithm, ms per call, GFLOP/s,
+// and the share of fma_peak_gflops when it is given).
+void print_kernel_profile(std::FILE* out, double fma_peak_gflops = 0);
 
 }  // namespace ember
