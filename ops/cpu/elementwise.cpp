@@ -10,12 +10,16 @@
 // Partially overlapping arrays are not supported. f16 and bf16 run the same
 // loops in f32 over converted chunks (ops/cpu/f16_util.h), rounding once on store;
 // add, gradient accumulation and relu run in f16 arithmetic instead where
-// the CPU has AVX512-FP16, which gives the same bits (ops/cpu/f16_native.h).
+// the CPU has AVX512-FP16, which gives the same bits (ops/cpu/f16_native.h);
+// bf16 add, add + relu and relu's gradient run as one fused AVX-512 pass
+// where the CPU has it, with the same bits too (ops/cpu/elementwise_bf16.h).
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "engine/parallel.h"
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/elementwise_bf16.h"
 #include "ops/cpu/f16_native.h"
 #include "ops/cpu/f16_util.h"
 #include "ops/pointwise.h"
@@ -62,6 +66,24 @@ bool native_f16_chunks(DType dt, int64_t n, F&& body) {
   parallel_for(0, n, kGrain, [&](int64_t lo, int64_t hi) { body(lo, hi - lo); });
   return true;
 }
+std::atomic<bool>& bf16_vector_wanted() {
+  static std::atomic<bool> on{true};
+  return on;
+}
+
+// With bf16 data and the fused AVX-512 loop available, runs op over [0, n)
+// on the threads and returns true; else returns false.
+bool bf16_binary(DType dt, Bf16Binary op, const void* a, const void* b, void* y, int64_t n) {
+  if (dt != DType::bf16) return false;
+  const Bf16BinaryFn fn = bf16_binary_kernel();
+  if (!fn) return false;
+  const auto* pa = static_cast<const uint16_t*>(a);
+  const auto* pb = static_cast<const uint16_t*>(b);
+  auto* py = static_cast<uint16_t*>(y);
+  parallel_for(0, n, kGrain, [&](int64_t lo, int64_t hi) { fn(op, pa + lo, pb + lo, py + lo, hi - lo); });
+  return true;
+}
+
 template <typename P>
 const f16* f16_at(const P* p, int64_t offset) {
   return static_cast<const f16*>(p) + offset;
@@ -72,18 +94,35 @@ f16* f16_at(P* p, int64_t offset) {
 }
 }  // namespace
 
+#if defined(__x86_64__)
+void bf16_binary_avx512(Bf16Binary op, const uint16_t* a, const uint16_t* b, uint16_t* y, int64_t n);
+#endif
+
+Bf16BinaryFn bf16_binary_kernel() {
+#if defined(__x86_64__)
+  static const bool supported = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                                __builtin_cpu_supports("avx512vl");
+  if (supported && bf16_vector_wanted().load(std::memory_order_relaxed)) return &bf16_binary_avx512;
+#endif
+  return nullptr;
+}
+
+void set_bf16_binary_vector(bool on) { bf16_vector_wanted().store(on); }
+
 // y = a + b                                                 a, b, y: [n]
 void add(DType dt, const void* a, const void* b, void* y, int64_t n, Stream) {
 #if defined(__AVX512FP16__)
   if (native_f16_chunks(dt, n, [&](int64_t o, int64_t m) { native::add(f16_at(a, o), f16_at(b, o), f16_at(y, o), m); }))
     return;
 #endif
+  if (bf16_binary(dt, Bf16Binary::add, a, b, y, n)) return;
   binary_elementwise(dt, "add", a, b, y, n, [](auto x, auto z) { return x + z; });
 }
 
 // y = max(a + b, 0): the residual add and the relu after it, one pass.
 //   a, b, y: [n]
 void add_relu(DType dt, const void* a, const void* b, void* y, int64_t n, Stream) {
+  if (bf16_binary(dt, Bf16Binary::add_relu, a, b, y, n)) return;
   binary_elementwise(dt, "add_relu", a, b, y, n, [](auto x, auto z) {
     const auto v = x + z;
     return v < decltype(v)(0) ? decltype(v)(0) : v;
@@ -150,6 +189,7 @@ void relu_backward(DType dt, const void* y, const void* gy, void* gx, int64_t n,
       }))
     return;
 #endif
+  if (bf16_binary(dt, Bf16Binary::relu_backward, y, gy, gx, n)) return;
   // g is read unconditionally (an argument) so the select vectorises.
   binary_elementwise(dt, "relu_backward", y, gy, gx, n,
                      [](auto out, auto g) { return out > decltype(out)(0) ? g : decltype(out)(0); });
