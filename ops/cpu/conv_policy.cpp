@@ -87,8 +87,8 @@ bool winograd_suits(ConvPass pass, const Conv2dGeometry& g) {
 // Whether F(4x4, 3x3) suits layer g (rather than F(2x2, 3x3) or the
 // window algorithm): as winograd_suits, from 16 channels on every pass,
 // and outputs at least kWinograd4MinWidth wide. Its 4x4 tiles need 2.25
-// times fewer products than 2x2 ones and a quarter of the transformed
-// values per output, but a row of a narrow output has few of them for the
+// times fewer products than 2x2 ones and 2.25 transformed values per
+// output instead of 4, but a row of a narrow output has few of them for the
 // transforms' vector lanes: the strips of conv_winograd.cpp fill them from
 // several images, yet measured slower than F(2x2, 3x3) or the window
 // algorithm on 14x14 and 7x7 outputs (below).

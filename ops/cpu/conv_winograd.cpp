@@ -82,8 +82,9 @@ void transform_filter_packed(const Conv2dGeometry& g, const S* w, int MR, T* Upa
   // at once, their values consecutive in a panel (where MR is a multiple of
   // B). A block's input channels in order: w's rows of the block's B output
   // channels are read and each panel of U is written front to back (U is
-  // 4 (F(2x2)) or 16 (F(4x4)) times the filter's size: for 512 channels
-  // 16 MB, so the order decides whether this is a stream or cache misses).
+  // 16/9 (F(2x2)) or 36/9 (F(4x4)) times the filter's size: 17 MB for
+  // F(2x2) at 512 channels, so the order decides whether this is a stream
+  // or cache misses).
   constexpr int B = 8;
   const int64_t blocks = conv_grid::ceil_div(g.K, int64_t(B));
   parallel_for(0, blocks * g.C, 32, [&](int64_t b, int64_t e) {

@@ -20,8 +20,8 @@
 // either way.
 //
 // Speed: the transforms cost per tile and channel, the GEMMs per channel
-// pair, and F(4x4) needs a quarter of F(2x2)'s transformed values per
-// output: on a Zen 4 it beats both F(2x2) and the window algorithm on
+// pair, and F(4x4) needs 2.25 transformed values per output where F(2x2)
+// needs 4: on a Zen 4 it beats both F(2x2) and the window algorithm on
 // outputs 28 wide and wider from 16 channels, F(2x2) wins on 14x14 from
 // 32 channels and on 7x7 from 128 (conv_policy.cpp has the figures). Small
 // images are tiled side by side in strips (conv_winograd.cpp), which makes
