@@ -474,20 +474,24 @@ void filter_gradient_tiles(const Conv2dGeometry& g, const S* x, const S* gy, S* 
   });
 }
 
+// What both entry points take: a layer Winograd applies to, m = 2 or 4.
+void check_winograd(const Conv2dGeometry& g, int m) {
+  EMBER_CHECK(winograd_applies(g), "conv2d: Winograd F(m x m, 3x3) needs a 3x3 filter, stride 1 and padding <= 2");
+  EMBER_CHECK(m == 2 || m == 4, "conv2d: Winograd output tiles are 2x2 or 4x4, not " + std::to_string(m));
+}
+
 }  // namespace
 
 template <typename S>
 void conv_forward_winograd(const Conv2dGeometry& g, const S* x, const S* w, S* y, int m) {
-  EMBER_CHECK(winograd_applies(g), "conv2d: Winograd F(m x m, 3x3) needs a 3x3 filter, stride 1 and padding <= 2");
-  EMBER_CHECK(m == 2 || m == 4, "conv2d: Winograd output tiles are 2x2 or 4x4, not " + std::to_string(m));
+  check_winograd(g, m);
   if (m == 2) forward_tiles<2>(g, x, w, y);
   else forward_tiles<4>(g, x, w, y);
 }
 
 template <typename S>
 void conv_backward_filter_winograd(const Conv2dGeometry& g, const S* x, const S* gy, S* gw, int m) {
-  EMBER_CHECK(winograd_applies(g), "conv2d: Winograd F(m x m, 3x3) needs a 3x3 filter, stride 1 and padding <= 2");
-  EMBER_CHECK(m == 2 || m == 4, "conv2d: Winograd output tiles are 2x2 or 4x4, not " + std::to_string(m));
+  check_winograd(g, m);
   if (m == 2) filter_gradient_tiles<2>(g, x, gy, gw);
   else filter_gradient_tiles<4>(g, x, gy, gw);
 }

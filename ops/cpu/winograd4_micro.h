@@ -13,8 +13,8 @@
 //          0  2 -1 -2 1 0;            1/24 -1/12  1/6;
 //          0  4  0 -5 0 1]            0     0     1]
 // A tile's 4 columns sit 4 apart in a row, so a row's tiles are split out
-// of four loads by two rounds of even/odd shuffles (columns 0-3 of each
-// tile), and columns 4 and 5 are columns 0 and 1 moved one lane down with
+// of four loads by two rounds of even/odd shuffles (split_by_four: columns
+// 0-3 of each tile), and columns 4 and 5 are columns 0 and 1 moved one lane down with
 // the next block's first tile coming in.
 #pragma once
 #include <algorithm>
@@ -29,6 +29,17 @@ template <int First, typename V, size_t... Is>
 inline V next_tile(const V& a, const V& b, std::index_sequence<Is...>) {
   constexpr int L = int(sizeof...(Is));
   return __builtin_shufflevector(a, b, (Is + 1 < size_t(L) ? int(Is + 1) : L + First)...);
+}
+
+// The 4 L values q[0..3] (consecutive) split by their position in each
+// group of four: col[s] lane t = value 4 t + s, i.e. column s of the L
+// tiles that start 4 apart. Two rounds of even/odd shuffles.
+template <typename V, size_t... Is>
+inline void split_by_four(const V (&q)[4], V (&col)[4], std::index_sequence<Is...> lanes) {
+  const V ab0 = even_lanes(q[0], q[1], lanes), ab1 = odd_lanes(q[0], q[1], lanes);
+  const V ce0 = even_lanes(q[2], q[3], lanes), ce1 = odd_lanes(q[2], q[3], lanes);
+  col[0] = even_lanes(ab0, ce0, lanes), col[1] = even_lanes(ab1, ce1, lanes);
+  col[2] = odd_lanes(ab0, ce0, lanes), col[3] = odd_lanes(ab1, ce1, lanes);
 }
 
 // out = B^T in (one 6-point input transform; in place is fine).
@@ -55,13 +66,11 @@ void winograd4_input_row(const T* rows, int64_t wb, int64_t tw, T* v, int64_t pl
     V d[6][6];  // d[r][s]: row r, tile column s, tiles along the lanes
     for (int r = 0; r < 6; ++r) {
       const T* p = rows + r * wb + 4 * t0;
-      const V a = load_vec<V>(p), b = load_vec<V>(p + L), c = load_vec<V>(p + 2 * L), e = load_vec<V>(p + 3 * L);
+      const V q[4] = {load_vec<V>(p), load_vec<V>(p + L), load_vec<V>(p + 2 * L), load_vec<V>(p + 3 * L)};
       const V next = load_vec<V>(p + 4 * L);
-      const V ab0 = even_lanes(a, b, lanes), ab1 = odd_lanes(a, b, lanes);
-      const V ce0 = even_lanes(c, e, lanes), ce1 = odd_lanes(c, e, lanes);
-      const V s0 = even_lanes(ab0, ce0, lanes), s1 = even_lanes(ab1, ce1, lanes);
-      const V in[6] = {s0, s1, odd_lanes(ab0, ce0, lanes), odd_lanes(ab1, ce1, lanes), next_tile<0>(s0, next, lanes),
-                       next_tile<1>(s1, next, lanes)};
+      V col[4];
+      split_by_four(q, col, lanes);
+      const V in[6] = {col[0], col[1], col[2], col[3], next_tile<0>(col[0], next, lanes), next_tile<1>(col[1], next, lanes)};
       winograd4_input_points(in, d[r]);  // d B, along the row
     }
     for (int s = 0; s < 6; ++s) {  // B^T (d B), down the columns
@@ -138,10 +147,8 @@ void winograd4_grad_row(const T* g0, int64_t ldg, int64_t tw, T* z, int64_t plan
       const T* p = g0 + r * ldg + 4 * t0;
       V q[4];
       for (int j = 0; j < 4; ++j) q[j] = load_first<V>(p + j * L, std::clamp(values - j * L, 0, L));
-      const V ab0 = even_lanes(q[0], q[1], lanes), ab1 = odd_lanes(q[0], q[1], lanes);
-      const V ce0 = even_lanes(q[2], q[3], lanes), ce1 = odd_lanes(q[2], q[3], lanes);
-      const V in[4] = {even_lanes(ab0, ce0, lanes), even_lanes(ab1, ce1, lanes), odd_lanes(ab0, ce0, lanes),
-                       odd_lanes(ab1, ce1, lanes)};
+      V in[4];
+      split_by_four(q, in, lanes);
       winograd4_grad_points(in, h[r]);
     }
     for (int s = 0; s < 6; ++s) {  // A (gy A^T), down the columns
