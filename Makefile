@@ -236,6 +236,7 @@ $(BUILD)/obj/ops/cpu/gemm_kernels_avx2.cpp.o: ISA_FLAGS := -march=x86-64-v3
 $(BUILD)/obj/ops/cpu/gemm_kernels_portable.cpp.o: ISA_FLAGS := -march=x86-64
 $(BUILD)/obj/ops/cpu/conv_bf16_kernels_avx512.cpp.o: ISA_FLAGS := -march=x86-64-v4 -mavx512bf16 -mprefer-vector-width=512
 $(BUILD)/obj/ops/cpu/elementwise_bf16_avx512.cpp.o: ISA_FLAGS := -march=x86-64-v4 -mprefer-vector-width=512
+$(BUILD)/obj/ops/cpu/batch_norm_bf16_avx512.cpp.o: ISA_FLAGS := -march=x86-64-v4 -mprefer-vector-width=512
 endif
 
 $(BUILD)/obj/tests/%.o $(BUILD)/obj-sim/tests/%.o: OPT := $(OPT_TESTS)

@@ -302,7 +302,7 @@ TEST_CASE("conv algorithms: policy names, parsing, where Winograd applies") {
   CHECK_FALSE(cpu::winograd_applies(make_conv2d_geometry(1, 1, 5, 5, 1, 3, 3, 1, 1, 3, 3)));  // padding 3
 }
 
-TEST_CASE("conv algorithms: the heuristic takes Winograd for 3x3 stride-1 layers of >= 32 channels (filter gradients >= 16) and enough tiles, where it pays, F(4x4) from 28 wide and 16 channels") {
+TEST_CASE("conv algorithms: the heuristic takes Winograd for 3x3 stride-1 layers of >= 32 channels (filter gradients >= 16) and enough tiles, where it pays, F(4x4) where its tiles fit the rows") {
   RestoreAfter restore;
   using cpu::ConvAlgo;
   using cpu::ConvPass;
@@ -315,17 +315,28 @@ TEST_CASE("conv algorithms: the heuristic takes Winograd for 3x3 stride-1 layers
   // channels at 7x7 (narrower than 28: F(2x2)).
   const std::vector<Conv2dGeometry> taken = {make_conv2d_geometry(128, 32, 14, 14, 32, 3, 3, 1, 1, 1, 1),
                                              make_conv2d_geometry(16, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1)};
-  // F(4x4): ResNet-50's 64-channel 56x56 layer, 32 in / 64 out at 28x28,
-  // ResNet-20's 16-channel 28x28 layers (16 in or out), 28 wide but 14 high.
+  // F(4x4) (rows 4j or 4j + 3 wide): ResNet-50's 64-channel 56x56 layer, 32
+  // in / 64 out at 28x28, ResNet-20's 16-channel 28x28 layers (16 in or out)
+  // and its 64-channel 7x7 one (512 tiles), 28 wide but 14 high, 16
+  // channels 27 and 20 wide (16 in or out).
   const std::vector<Conv2dGeometry> taken4 = {
       make_conv2d_geometry(16, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1), make_conv2d_geometry(16, 32, 28, 28, 64, 3, 3, 1, 1, 1, 1),
       make_conv2d_geometry(128, 16, 28, 28, 16, 3, 3, 1, 1, 1, 1), make_conv2d_geometry(128, 16, 28, 28, 32, 3, 3, 1, 1, 1, 1),
-      make_conv2d_geometry(128, 32, 28, 28, 16, 3, 3, 1, 1, 1, 1), make_conv2d_geometry(32, 32, 14, 28, 32, 3, 3, 1, 1, 1, 1)};
-  const Conv2dGeometry narrow_27 = make_conv2d_geometry(128, 16, 27, 27, 16, 3, 3, 1, 1, 1, 1);  // 16 channels, 27 wide
-  const Conv2dGeometry narrow = make_conv2d_geometry(128, 16, 20, 20, 16, 3, 3, 1, 1, 1, 1);     // 16 channels
-  const Conv2dGeometry narrow_in = make_conv2d_geometry(128, 16, 20, 20, 32, 3, 3, 1, 1, 1, 1);  // 16 in
-  const Conv2dGeometry narrow_out = make_conv2d_geometry(128, 32, 20, 20, 16, 3, 3, 1, 1, 1, 1); // 16 out
-  const Conv2dGeometry small_plane = make_conv2d_geometry(128, 64, 7, 7, 64, 3, 3, 1, 1, 1, 1);  // 7x7, < 128 channels
+      make_conv2d_geometry(128, 32, 28, 28, 16, 3, 3, 1, 1, 1, 1), make_conv2d_geometry(128, 64, 7, 7, 64, 3, 3, 1, 1, 1, 1),
+      make_conv2d_geometry(32, 32, 14, 28, 32, 3, 3, 1, 1, 1, 1), make_conv2d_geometry(128, 16, 27, 27, 16, 3, 3, 1, 1, 1, 1),
+      make_conv2d_geometry(128, 16, 20, 20, 16, 3, 3, 1, 1, 1, 1), make_conv2d_geometry(128, 16, 20, 20, 32, 3, 3, 1, 1, 1, 1),
+      make_conv2d_geometry(128, 32, 20, 20, 16, 3, 3, 1, 1, 1, 1)};
+  // 16 channels 14 wide (4x4 tiles would compute 16 columns): F(2x2) for
+  // the filter gradient only (as 16 channels on any row F(4x4) does not fit).
+  const Conv2dGeometry narrow = make_conv2d_geometry(128, 16, 14, 14, 16, 3, 3, 1, 1, 1, 1);     // 16 channels
+  const Conv2dGeometry narrow_in = make_conv2d_geometry(128, 16, 14, 14, 32, 3, 3, 1, 1, 1, 1);  // 16 in
+  const Conv2dGeometry narrow_out = make_conv2d_geometry(128, 32, 30, 30, 16, 3, 3, 1, 1, 1, 1); // 16 out, 30 wide
+  // Too few 4x4 tiles: 128 channels 7x7 at batch 32 (128 tiles, 64 a
+  // thread) for the filter gradient (F(4x4) forward), 64 channels 28x28 at
+  // batch 4 (196 tiles) likewise, but F(2x2) there.
+  const Conv2dGeometry forward_only4 = make_conv2d_geometry(32, 128, 7, 7, 128, 3, 3, 1, 1, 1, 1);
+  const Conv2dGeometry forward_only4_wide = make_conv2d_geometry(4, 64, 28, 28, 64, 3, 3, 1, 1, 1, 1);
+  const Conv2dGeometry small_plane = make_conv2d_geometry(128, 64, 6, 6, 64, 3, 3, 1, 1, 1, 1);  // 6x6, < 128 channels
   const Conv2dGeometry small_plane_in = make_conv2d_geometry(16, 64, 7, 7, 512, 3, 3, 1, 1, 1, 1);  // 64 in
   const Conv2dGeometry few_tiles = make_conv2d_geometry(2, 256, 14, 14, 256, 3, 3, 1, 1, 1, 1);  // 49 a thread
   const Conv2dGeometry one_image = make_conv2d_geometry(1, 128, 56, 56, 128, 3, 3, 1, 1, 1, 1);  // N < threads
@@ -348,10 +359,14 @@ TEST_CASE("conv algorithms: the heuristic takes Winograd for 3x3 stride-1 layers
     CHECK(cpu::conv_algo_for(ConvPass::backward_data, g, DType::f32) == ConvAlgo::winograd4);
     CHECK(cpu::conv_algo_for(ConvPass::backward_filter, g, DType::f32) == ConvAlgo::winograd4);
   }
-  // 16 channels, 27 wide: F(2x2) for the filter gradient, not F(4x4).
-  CHECK(cpu::conv_algo_for(ConvPass::forward, narrow_27, DType::f32) == ConvAlgo::window);
-  CHECK(cpu::conv_algo_for(ConvPass::backward_filter, narrow_27, DType::f32) == ConvAlgo::winograd);
-  // 16 channels: the filter gradient only (16 in or out, 20x20).
+  for (const Conv2dGeometry& g : {forward_only4, forward_only4_wide}) {
+    INFO("N=" << g.N << " C=" << g.C << " H=" << g.H);
+    CHECK(cpu::conv_algo_for(ConvPass::forward, g, DType::f32) == ConvAlgo::winograd4);
+    CHECK(cpu::conv_algo_for(ConvPass::backward_data, g, DType::f32) == ConvAlgo::winograd4);
+    CHECK(cpu::conv_algo_for(ConvPass::backward_filter, g, DType::f32) != ConvAlgo::winograd4);
+  }
+  CHECK(cpu::conv_algo_for(ConvPass::backward_filter, forward_only4_wide, DType::f32) == ConvAlgo::winograd);
+  // 16 channels where F(4x4) does not fit: the filter gradient only.
   for (const Conv2dGeometry& g : {narrow, narrow_in, narrow_out}) {
     INFO("N=" << g.N << " C=" << g.C << " K=" << g.K << " H=" << g.H);
     CHECK(cpu::conv_algo_for(ConvPass::forward, g, DType::f32) != ConvAlgo::winograd);

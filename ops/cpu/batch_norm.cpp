@@ -19,7 +19,9 @@
 // Parameters and statistics (gamma, beta, running and saved stats, ggamma,
 // gbeta) have type P: f32 for f16, bf16 and f32 activations, f64 for f64
 // (ops/kernels.h). f16/bf16 planes are converted to f32 into thread-local buffers
-// (ops/cpu/f16_util.h) and outputs rounded once on store.
+// (ops/cpu/f16_util.h) and outputs rounded once on store; bf16 planes go
+// through the fused AVX-512 loops of batch_norm_bf16.h instead where the CPU
+// has them (the plane_* functions below choose).
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -31,6 +33,7 @@
 #include <unistd.h>
 
 #include "engine/parallel.h"
+#include "ops/cpu/batch_norm_bf16.h"
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/f16_util.h"
 #include "ops/cpu/vector_clones.h"
@@ -45,7 +48,7 @@ int64_t grain_for(int64_t per_item) { return std::max<int64_t>(1, kGrain / std::
 // double total: short enough that f32 rounding stays near 1e-7 relative,
 // long enough that the double adds (2 lanes wide on SSE, 8 on AVX-512) cost
 // nothing next to the f32 vector loop.
-constexpr int64_t kChunk = 1024;
+constexpr int64_t kChunk = kBatchNormChunk;
 
 // The per-element loops, as plain functions: the f32 ones are compiled per
 // vector width (vector_clones.h), the templates serve f64.
@@ -201,7 +204,83 @@ void apply_gradient(const double* x, const double* g, double* out, int64_t n, do
   gradient_apply(x, g, out, n, mean, a, b, d);
 }
 
+std::atomic<bool>& bf16_vector_wanted() {
+  static std::atomic<bool> on{true};
+  return on;
+}
+
+// The per-plane steps on storage type S, n values of each operand: the
+// fused bf16 loops where there are some, else the compute-type loops on
+// load<>ed copies (f32 and f64: the storage itself). relu_y == nullptr: no
+// relu mask. Outputs may alias inputs.
+const uint16_t* bits_of(const bf16* p) { return reinterpret_cast<const uint16_t*>(p); }
+uint16_t* bits_of(bf16* p) { return reinterpret_cast<uint16_t*>(p); }
+
+template <typename S>
+void plane_shifted_sums(const S* x, int64_t n, compute_t<S> shift, double& s, double& ss) {
+  if constexpr (is_bf16_v<S>)
+    if (const Bf16BatchNormLoops* k = bf16_batch_norm_loops()) return k->shifted_sums(bits_of(x), n, shift, s, ss);
+  shifted_sums(load<0>(x, n), n, shift, s, ss);
+}
+
+template <typename S, typename T = compute_t<S>>
+void plane_affine(const S* x, S* y, int64_t n, T m, T a, T b, bool relu) {
+  if constexpr (is_bf16_v<S>)
+    if (const Bf16BatchNormLoops* k = bf16_batch_norm_loops()) return k->affine(bits_of(x), bits_of(y), n, m, a, b, relu);
+  const T* xp = load<0>(x, n);
+  T* yp = out_ptr<1>(y, n);
+  if (relu)
+    apply_affine_relu(xp, yp, n, m, a, b);
+  else
+    apply_affine(xp, yp, n, m, a, b);
+  store(yp, y, n);
+}
+
+template <typename S, typename T = compute_t<S>>
+void plane_gradient_sums(const S* x, const S* relu_y, const S* g, int64_t n, T mean, double& s1, double& s2) {
+  if constexpr (is_bf16_v<S>)
+    if (const Bf16BatchNormLoops* k = bf16_batch_norm_loops())
+      return k->gradient_sums(bits_of(x), relu_y ? bits_of(relu_y) : nullptr, bits_of(g), n, mean, s1, s2);
+  const T* xp = load<0>(x, n);
+  const T* gp = load<1>(g, n);
+  if (relu_y)
+    masked_gradient_sums(xp, load<3>(relu_y, n), gp, n, mean, s1, s2);
+  else
+    gradient_sums(xp, gp, n, mean, s1, s2);
+}
+
+template <typename S, typename T = compute_t<S>>
+void plane_gradient_apply(const S* x, const S* relu_y, const S* g, S* out, int64_t n, T mean, T a, T b, T d) {
+  if constexpr (is_bf16_v<S>)
+    if (const Bf16BatchNormLoops* k = bf16_batch_norm_loops())
+      return k->gradient_apply(bits_of(x), relu_y ? bits_of(relu_y) : nullptr, bits_of(g), bits_of(out), n, mean, a, b,
+                               d);
+  const T* xp = load<0>(x, n);
+  const T* gp = load<1>(g, n);
+  T* op = out_ptr<2>(out, n);
+  if (relu_y)
+    apply_masked_gradient(xp, load<3>(relu_y, n), gp, op, n, mean, a, b, d);
+  else
+    apply_gradient(xp, gp, op, n, mean, a, b, d);
+  store(op, out, n);
+}
+
 }  // namespace
+
+#if defined(__x86_64__)
+extern const Bf16BatchNormLoops kBf16BatchNormLoopsAvx512;  // batch_norm_bf16_avx512.cpp
+#endif
+
+const Bf16BatchNormLoops* bf16_batch_norm_loops() {
+#if defined(__x86_64__)
+  static const bool supported = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                                __builtin_cpu_supports("avx512vl");
+  if (supported && bf16_vector_wanted().load(std::memory_order_relaxed)) return &kBf16BatchNormLoopsAvx512;
+#endif
+  return nullptr;
+}
+
+void set_bf16_batch_norm_vector(bool on) { bf16_vector_wanted().store(on); }
 
 namespace {
 // Two orders of work. By planes: the (n, c) planes in memory order, split
@@ -295,7 +374,7 @@ void forward_train(DType dt, const char* kernel, const void* x, const void* gamm
     parallel_for(0, N * C, grain_for(HW), [&](int64_t lo, int64_t hi) {
       for (int64_t p = lo; p < hi; ++p) {
         double ps = 0.0, pss = 0.0;
-        shifted_sums(load<0>(sx + p * HW, HW), HW, shift[size_t(p % C)], ps, pss);
+        plane_shifted_sums(sx + p * HW, HW, shift[size_t(p % C)], ps, pss);
         s[size_t(p)] = ps, ss[size_t(p)] = pss;
       }
     });
@@ -311,13 +390,7 @@ void forward_train(DType dt, const char* kernel, const void* x, const void* gamm
     parallel_for(0, N * C, grain_for(HW), [&](int64_t lo, int64_t hi) {
       for (int64_t p = lo; p < hi; ++p) {
         const size_t c = size_t(p % C);
-        const T* xp = load<0>(sx + p * HW, HW);
-        T* yp = out_ptr<1>(sy + p * HW, HW);
-        if constexpr (kRelu)
-          apply_affine_relu(xp, yp, HW, m[c], a[c], b[c]);
-        else
-          apply_affine(xp, yp, HW, m[c], a[c], b[c]);
-        store(yp, sy + p * HW, HW);
+        plane_affine(sx + p * HW, sy + p * HW, HW, m[c], a[c], b[c], kRelu);
       }
     });
   });
@@ -425,12 +498,7 @@ void backward_train(DType dt, const char* kernel, const void* x, const void* rel
         for (int64_t p = lo; p < hi; ++p) {
           const T mean = T(psm[p % C]);
           double a1 = 0.0, a2 = 0.0;
-          const T* xp = load<0>(sx + p * HW, HW);
-          const T* gp = load<1>(sgy + p * HW, HW);
-          if (sy)
-            masked_gradient_sums(xp, load<3>(sy + p * HW, HW), gp, HW, mean, a1, a2);
-          else
-            gradient_sums(xp, gp, HW, mean, a1, a2);
+          plane_gradient_sums(sx + p * HW, sy ? sy + p * HW : nullptr, sgy + p * HW, HW, mean, a1, a2);
           s1[size_t(p)] = a1, s2[size_t(p)] = a2;
         }
       });
@@ -445,15 +513,8 @@ void backward_train(DType dt, const char* kernel, const void* x, const void* rel
       parallel_for(0, N * C, grain_for(HW), [&](int64_t lo, int64_t hi) {
         for (int64_t p = lo; p < hi; ++p) {
           const size_t c = size_t(p % C);
-          const T mean = T(psm[c]);
-          const T* xp = load<0>(sx + p * HW, HW);
-          const T* gp = load<1>(sgy + p * HW, HW);
-          T* op = out_ptr<2>(sgx + p * HW, HW);
-          if (sy)
-            apply_masked_gradient(xp, load<3>(sy + p * HW, HW), gp, op, HW, mean, ca[c], cb[c], cd[c]);
-          else
-            apply_gradient(xp, gp, op, HW, mean, ca[c], cb[c], cd[c]);
-          store(op, sgx + p * HW, HW);
+          plane_gradient_apply(sx + p * HW, sy ? sy + p * HW : nullptr, sgy + p * HW, sgx + p * HW, HW, T(psm[c]), ca[c],
+                               cb[c], cd[c]);
         }
       });
       return;
@@ -464,25 +525,15 @@ void backward_train(DType dt, const char* kernel, const void* x, const void* rel
         // pass 1: sum gy and sum gy * (x - mean)
         double s1 = 0.0, s2 = 0.0;
         for (int64_t n = 0; n < N; ++n) {
-          const T* xp = load<0>(sx + (n * C + c) * HW, HW);
-          const T* gp = load<1>(sgy + (n * C + c) * HW, HW);
-          if (sy)
-            masked_gradient_sums(xp, load<3>(sy + (n * C + c) * HW, HW), gp, HW, mean, s1, s2);
-          else
-            gradient_sums(xp, gp, HW, mean, s1, s2);
+          const int64_t o = (n * C + c) * HW;
+          plane_gradient_sums(sx + o, sy ? sy + o : nullptr, sgy + o, HW, mean, s1, s2);
         }
         const GradientCoefficients k = gradient_coefficients(s1, s2, M, pg[c], psi[c], pgb[c], pgg[c]);
         // pass 2: gx
         const T a = T(k.a), b = T(k.b), d = T(k.d);
         for (int64_t n = 0; n < N; ++n) {
-          const T* xp = load<0>(sx + (n * C + c) * HW, HW);
-          const T* gp = load<1>(sgy + (n * C + c) * HW, HW);
-          T* op = out_ptr<2>(sgx + (n * C + c) * HW, HW);
-          if (sy)
-            apply_masked_gradient(xp, load<3>(sy + (n * C + c) * HW, HW), gp, op, HW, mean, a, b, d);
-          else
-            apply_gradient(xp, gp, op, HW, mean, a, b, d);
-          store(op, sgx + (n * C + c) * HW, HW);
+          const int64_t o = (n * C + c) * HW;
+          plane_gradient_apply(sx + o, sy ? sy + o : nullptr, sgy + o, sgx + o, HW, mean, a, b, d);
         }
       }
     });

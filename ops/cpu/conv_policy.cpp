@@ -84,19 +84,25 @@ bool winograd_suits(ConvPass pass, const Conv2dGeometry& g) {
          (g.P * g.Q >= kWinogradMinPlane || channels >= kWinogradSmallPlaneChannels);
 }
 
-// Whether F(4x4, 3x3) suits layer g (rather than F(2x2, 3x3) or the
-// window algorithm): as winograd_suits, from 16 channels on every pass,
-// and outputs at least kWinograd4MinWidth wide. Its 4x4 tiles need 2.25
-// times fewer products than 2x2 ones and 2.25 transformed values per
-// output instead of 4, but a row of a narrow output has few of them for the
-// transforms' vector lanes: the strips of conv_winograd.cpp fill them from
-// several images, yet measured slower than F(2x2, 3x3) or the window
-// algorithm on 14x14 and 7x7 outputs (below).
-bool winograd4_suits(const Conv2dGeometry& g) {
+// Whether F(4x4, 3x3) suits pass `pass` of layer g (rather than F(2x2, 3x3)
+// or the window algorithm): from 16 channels in and out (>= 64 for outputs
+// smaller than kWinogradMinPlane), where 4x4 tiles cover a row no wider than
+// 2x2 tiles do (width 4j or 4j + 3: on a 14-wide row 4x4 tiles compute 16
+// columns, 2x2 tiles 14), and each thread gets enough 4x4 tiles to repay
+// the per-call filter transforms (twice as many for the filter gradient,
+// which also sums each thread's transformed gradient). Its 4x4 tiles need
+// 2.25 times fewer products than 2x2 ones and 2.25 transformed values per
+// output instead of 4; the strips of conv_winograd.cpp put several images
+// side by side where a row has few tiles for the transforms' vector lanes.
+bool winograd4_suits(ConvPass pass, const Conv2dGeometry& g) {
   const int64_t threads = num_threads();
-  const int64_t tiles = g.N * ((g.P + 1) / 2) * ((g.Q + 1) / 2);  // (2x2 tiles: winograd_suits' measure)
-  return winograd_applies(g) && std::min(g.C, g.K) >= kWinograd4MinChannels && g.Q >= kWinograd4MinWidth &&
-         g.N >= threads && tiles >= kWinogradMinTilesPerThread * threads;
+  const int64_t tiles = g.N * ((g.P + 3) / 4) * ((g.Q + 3) / 4);
+  const int64_t channels = std::min(g.C, g.K);
+  const int64_t min_tiles =
+      (pass == ConvPass::backward_filter ? kWinograd4MinTilesPerThreadFilter : kWinograd4MinTilesPerThread) * threads;
+  const bool row_fits = (g.Q + 3) / 4 * 4 <= (g.Q + 1) / 2 * 2;
+  return winograd_applies(g) && channels >= kWinograd4MinChannels && row_fits && g.N >= threads && tiles >= min_tiles &&
+         (g.P * g.Q >= kWinogradMinPlane || channels >= kWinograd4SmallPlaneChannels);
 }
 
 // Measured per layer and pass with build/bench_conv (ResNet-20 at batch 128
@@ -148,8 +154,32 @@ bool winograd4_suits(const Conv2dGeometry& g) {
 //     9.7; 128ch 28x28 18.0 / 11.4 / 8.7 and 21.5 / 14.5 / 12.6; 256ch
 //     14x14 20.6 / 17.0 / 18.5 and 26.2 / 18.3 / 24.3; 512ch 7x7 27.2 /
 //     26.8 / 29.0 and 38.3 / 33.7 / 49.6.
-// So F(4x4) takes the layers with outputs 28 wide or wider from 16
-// channels (every pass), F(2x2) keeps the narrower ones.
+// So F(4x4) took the layers with outputs 28 wide or wider from 16
+// channels (every pass), F(2x2) the narrower ones.
+// Later (2026-11-28, evening; same machine, the filter transform streamed
+// and several images to a strip, 25 rounds for ResNet-20, 7-9 otherwise):
+//   ResNet-20 64ch 7x7, batch 128 (512 4x4 tiles): window 2.54 -> F(4x4)
+//     1.90 forward, 2.55 -> 1.93 backward data, 2.83 -> 2.30 filter
+//     gradient (F(2x2) 2.76 / 2.75 / 3.16); 32ch 14x14: F(2x2) 1.92 /
+//     1.94 / 1.87, F(4x4) 2.23 / 2.26 / 2.41.
+//   7x7, F(2x2) / F(4x4), forward and filter gradient: 128ch at batch 64
+//     (256 tiles) 4.36 / 3.42 and 5.05 / 4.71; 256ch 16.1 / 12.3 and
+//     19.8 / 19.1; 512ch 58.2 / 44.9 and 72.0 / 69.5. At batch 32 (128
+//     tiles, 128ch): window 2.65, F(4x4) 2.29 forward; filter gradient
+//     window 3.08, F(4x4) 3.35. At batch 16 (64 tiles) F(4x4) loses
+//     every pass (512ch: 20.5 vs 18.4, 38.9 vs 28.4).
+//   28x28 at batch 4 (196 tiles, 64ch): forward F(2x2) 0.76, F(4x4) 0.67;
+//     filter gradient 0.88 / 0.93. 16ch 7x7 at batch 128: window 0.22,
+//     F(4x4) 0.25; 16ch 20x20 and 27x27: F(4x4) wins every pass (1.44 /
+//     1.02 / 1.14 against the window's 1.51 / 1.38 / 1.41 at 20x20).
+//   14x14 (4x4 tiles compute 16 columns of 14) at batch 32: F(4x4) ahead
+//     of F(2x2) only in the forward from 128 channels (5.63 vs 5.98),
+//     behind in the filter gradient (7.39 vs 6.85); 28 wide but 14 high
+//     (the waste in the other direction), batch 32, 32ch: F(4x4) 1.33 /
+//     0.70 / 0.78 against F(2x2)'s 1.59 / 0.88 / 0.86.
+// So the width rule became the fit of the tiles to a row (winograd4_suits),
+// with enough 4x4 tiles a thread: 64 (twice that for the filter gradient)
+// and, for outputs under 14x14, 64 channels.
 //
 // bf16 on AVX512-BF16 (conv_bf16_kernels.h) is a different balance: the
 // window tiles multiply bf16 pairs at twice the f32 rate while the GEMM
@@ -160,7 +190,7 @@ ConvAlgo heuristic(ConvPass pass, const Conv2dGeometry& g, DType dt) {
   const bool strided = g.stride_h > 1 || g.stride_w > 1;
   if (dt == DType::bf16 && bf16_conv_kernels())
     return pass == ConvPass::backward_data && strided && pointwise ? ConvAlgo::gemm : ConvAlgo::window;
-  if (winograd4_suits(g) && winograd_pays()) return ConvAlgo::winograd4;
+  if (winograd4_suits(pass, g) && winograd_pays()) return ConvAlgo::winograd4;
   if (winograd_suits(pass, g) && winograd_pays()) return ConvAlgo::winograd;
   if (pointwise && g.P * g.Q < 256) return ConvAlgo::gemm;
   if (pass != ConvPass::forward && strided && !pointwise && g.C >= 256) return ConvAlgo::gemm;

@@ -71,9 +71,13 @@ constexpr double kWinogradMinSpeedup = 1.10;
 // kWinogradMinTilesPerThread tiles (conv_policy.cpp).
 constexpr int64_t kWinogradMinChannels = 32, kWinogradMinChannelsFilter = 16, kWinogradMinPlane = 196,
                   kWinogradSmallPlaneChannels = 128, kWinogradMinTilesPerThread = 96;
-// F(4x4, 3x3) instead where min(C, K) >= kWinograd4MinChannels and the
-// output is >= kWinograd4MinWidth wide (and the batch and tiles as above).
-constexpr int64_t kWinograd4MinChannels = 16, kWinograd4MinWidth = 28;
+// F(4x4, 3x3) instead where min(C, K) >= kWinograd4MinChannels (outputs of
+// fewer than kWinogradMinPlane pixels: kWinograd4SmallPlaneChannels), 4x4
+// tiles fit the output row as closely as 2x2 ones, and each thread gets >=
+// kWinograd4MinTilesPerThread 4x4 tiles (the filter gradient:
+// kWinograd4MinTilesPerThreadFilter).
+constexpr int64_t kWinograd4MinChannels = 16, kWinograd4SmallPlaneChannels = 64, kWinograd4MinTilesPerThread = 64,
+                  kWinograd4MinTilesPerThreadFilter = 128;
 bool winograd_pays();
 // The window algorithm's time over Winograd's on a reference layer (forward,
 // f32, batch 8, 128 -> 128 channels, 28x28, the current thread count; best
