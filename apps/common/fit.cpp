@@ -291,6 +291,7 @@ FitResult fit(net::Module& model, BatchSource& train, BatchSource* val, const Fi
     p.scaler_consecutive = scaler.consecutive_skips();
     p.seed = int64_t(o.seed);
     p.batch_size = train.batch_size();
+    if (o.device.is_cpu()) p.cpu = current_cpu_choices(mixed && !scaled);
     save_training_checkpoint(path, model, opt, meta, p);
     last_checkpoint = path;
     if (show_bar) bar.clear();

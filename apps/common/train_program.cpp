@@ -195,6 +195,7 @@ int run_train_program(const TrainProgram& program, int argc, char** argv) {
       if (p.complete && p.batch_size != s.batch_size)
         std::fprintf(out, "warning: --batch-size %lld differs from the checkpoint's %lld: the run will not continue "
                      "exactly\n", (long long)s.batch_size, (long long)p.batch_size);
+      if (device.is_cpu()) adopt_cpu_choices(p.cpu, resume->states_path, out);
     }
   }
   // A resumed model is rebuilt as it was trained: its head's pooling is in

@@ -107,7 +107,7 @@ void save_training_checkpoint(const std::string& model_path, net::Module& model,
                               const std::map<std::string, std::string>& model_metadata,
                               const TrainingPosition& p) {
   net::save_model(model_path, model, model_metadata, opt.masters());
-  const std::map<std::string, std::string> meta = {
+  std::map<std::string, std::string> meta = {
       {"optimizer", "sgd"},
       {"steps", std::to_string(opt.steps())},
       {"momentum", number_text(opt.options().momentum)},
@@ -125,6 +125,7 @@ void save_training_checkpoint(const std::string& model_path, net::Module& model,
       {"seed", std::to_string(p.seed)},
       {"batch_size", std::to_string(p.batch_size)},
       {"model", model_path}};
+  write_cpu_choices(p.cpu, meta);
   save_safetensors(states_path_of(model_path), opt.state(), meta);  // last: it completes the checkpoint
 }
 
@@ -149,6 +150,7 @@ TrainingPosition read_training_position(const std::string& states_path) {
   p.scaler_consecutive = meta_int(m, "scaler_consecutive", states_path);
   p.seed = meta_int(m, "seed", states_path);
   p.batch_size = meta_int(m, "batch_size", states_path);
+  p.cpu = read_cpu_choices(m, states_path);
   EMBER_CHECK(p.epoch >= 0 && p.batch >= 0 && p.global_step >= 0 && p.elapsed_seconds >= 0, states_path,
               ": negative position in its metadata");
   return p;

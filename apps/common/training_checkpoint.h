@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/common/cpu_choices.h"
 #include "net/mixed_precision.h"
 #include "net/module.h"
 #include "net/sgd.h"
@@ -39,6 +40,9 @@ struct TrainingPosition {
   int64_t scaler_clean = 0, scaler_skipped = 0, scaler_consecutive = 0;
   // What the run was started with; a resume with other values warns.
   int64_t seed = 0, batch_size = 0;
+  // The CPU kernel choices the run measured (apps/common/cpu_choices.h);
+  // a resume takes them over.
+  CpuChoices cpu;
   bool complete = true;  // false: an older states file without a position (epoch from its name, batch 0)
 };
 

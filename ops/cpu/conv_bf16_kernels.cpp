@@ -99,6 +99,7 @@ const Bf16ConvKernels* bf16_conv_kernels() {
 }
 
 void set_bf16_conv_kernel_mode(Bf16KernelMode m) { mode().store(int(m)); }
+Bf16KernelMode bf16_conv_kernel_mode() { return Bf16KernelMode(mode().load()); }
 
 std::string bf16_conv_kernels_description() {
   if (!bf16_conv_kernels_supported()) return "f32 (no AVX512-BF16)";

@@ -76,6 +76,8 @@ double bf16_dot_speedup();
 // For tests and benchmarks: override EMBER_CPU_BF16 (automatic restores the
 // measured choice).
 void set_bf16_conv_kernel_mode(Bf16KernelMode mode);
+// The mode in force: EMBER_CPU_BF16's, or the last set_bf16_conv_kernel_mode.
+Bf16KernelMode bf16_conv_kernel_mode();
 // One line for program banners: "AVX512-BF16 (measured 2.0x f32)", "f32
 // (AVX512-BF16 measured 0.5x f32)", "f32 (no AVX512-BF16)", ...
 std::string bf16_conv_kernels_description();

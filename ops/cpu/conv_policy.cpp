@@ -245,6 +245,7 @@ bool winograd_pays() {
 }
 
 void set_winograd_rule(WinogradRule rule) { winograd_rule_state().store(rule); }
+WinogradRule winograd_rule() { return winograd_rule_state().load(); }
 
 std::string conv_policy_description() {
   const ConvPolicy p = conv_policy();

@@ -86,6 +86,8 @@ double winograd_speedup();
 // For tests and benchmarks: override EMBER_CPU_WINOGRAD (automatic restores
 // the measured choice).
 void set_winograd_rule(WinogradRule rule);
+// The rule in force: EMBER_CPU_WINOGRAD's, or the last set_winograd_rule.
+WinogradRule winograd_rule();
 // One line for program banners: "heuristic (Winograd for wide 3x3 layers:
 // measured 1.4x window)", "heuristic (no Winograd: measured 0.9x window)",
 // "benchmark", ...
