@@ -83,8 +83,16 @@ $(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_%.cpp.o $(FUZZ_LIB) $(if
 fuzz-seeds: $(BUILD)/fuzz_make_seeds
 	$(BUILD)/fuzz_make_seeds tests/fuzz/corpus
 
-$(BUILD)/fuzz_make_seeds: $(BUILD)/obj/tests/fuzz/make_seeds.cpp.o $(BUILD)/obj/apps/common/training_checkpoint.cpp.o \
+# The seed writer is a program, not a test: compiled outside $(BUILD)/obj/tests/,
+# whose objects get the Makefile's forced doctest include (and then need
+# doctest's implementation to link).
+$(BUILD)/obj-tools/make_seeds.cpp.o: tests/fuzz/make_seeds.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
+
+$(BUILD)/fuzz_make_seeds: $(BUILD)/obj-tools/make_seeds.cpp.o $(BUILD)/obj/apps/common/training_checkpoint.cpp.o \
   $(BUILD)/obj/apps/common/cpu_choices.cpp.o $(LIBS)
 	$(CXX) $(LDFLAGS) $^ $(LDLIBS) $(CUDA_LDLIBS) -o $@
 
 -include $(shell find $(FUZZ_BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(wildcard $(BUILD)/obj-tools/*.d)
