@@ -5,7 +5,7 @@
 // tail length and across the kBatchNormChunk runs, the values past the end
 // neither read into a sum nor written; and the four training kernels on
 // bf16 with the fused loops against the generic path (f32 buffers), in
-// both orders of work. Skipped on CPUs without AVX-512 F, BW and VL.
+// both orders of work. Skipped on CPUs without AVX-512 F, BW, DQ and VL.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -44,7 +44,7 @@ float masked(const uint16_t* y, const uint16_t* g, size_t i) { return !y || f(y[
 TEST_CASE("batch norm bf16: the fused loops give the scalar definition (outputs' bits, sums, tails, chunks, in place)") {
   const cpu::Bf16BatchNormLoops* k = cpu::bf16_batch_norm_loops();
   if (!k) {
-    MESSAGE("skipped: no AVX-512 F/BW/VL on this CPU");
+    MESSAGE("skipped: no AVX-512 F/BW/DQ/VL on this CPU");
     return;
   }
   // (Full f32 mantissas, so that products round and the order of the
@@ -206,7 +206,7 @@ double bf16_steps(uint16_t p, uint16_t q) {
 
 TEST_CASE("batch norm bf16: the training kernels with the fused loops match the generic path (both orders of work)") {
   if (!cpu::bf16_batch_norm_loops()) {
-    MESSAGE("skipped: no AVX-512 F/BW/VL on this CPU");
+    MESSAGE("skipped: no AVX-512 F/BW/DQ/VL on this CPU");
     return;
   }
   Restore restore;

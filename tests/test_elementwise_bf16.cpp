@@ -8,7 +8,7 @@
 // subnormals, sums that round to infinity, every tail length, in place;
 // and the CPU kernels with the fused loop against the generic chunked path
 // on a large array split across the threads. Skipped on CPUs without
-// AVX-512 F, BW and VL.
+// AVX-512 F, BW, DQ and VL.
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -59,7 +59,7 @@ const cpu::Bf16Binary kOps[] = {cpu::Bf16Binary::add, cpu::Bf16Binary::add_relu,
 TEST_CASE("elementwise bf16: the fused AVX-512 loops give the scalar definition's bits (specials, tails, in place)") {
   const cpu::Bf16BinaryFn fn = cpu::bf16_binary_kernel();
   if (!fn) {
-    MESSAGE("skipped: no AVX-512 F/BW/VL on this CPU");
+    MESSAGE("skipped: no AVX-512 F/BW/DQ/VL on this CPU");
     return;
   }
   for (cpu::Bf16Binary op : kOps) {

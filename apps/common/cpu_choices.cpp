@@ -2,8 +2,6 @@
 // kernel choices across a checkpoint (cpu_choices.h).
 #include "apps/common/cpu_choices.h"
 
-#include <cstdlib>
-
 #include "engine/error.h"
 #include "ops/cpu/conv_bf16_kernels.h"
 #include "ops/cpu/conv_policy.h"

@@ -36,6 +36,7 @@
 #include "ops/cpu/batch_norm_bf16.h"
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/f16_util.h"
+#include "ops/cpu/gemm_isa.h"
 #include "ops/cpu/vector_clones.h"
 
 namespace ember::cpu {
@@ -273,8 +274,8 @@ extern const Bf16BatchNormLoops kBf16BatchNormLoopsAvx512;  // batch_norm_bf16_a
 
 const Bf16BatchNormLoops* bf16_batch_norm_loops() {
 #if defined(__x86_64__)
-  static const bool supported = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                                __builtin_cpu_supports("avx512vl");
+  // (the AVX-512 set -march=x86-64-v4, which that file is compiled for, assumes)
+  static const bool supported = gemm_isa_supported(GemmIsa::avx512);
   if (supported && bf16_vector_wanted().load(std::memory_order_relaxed)) return &kBf16BatchNormLoopsAvx512;
 #endif
   return nullptr;

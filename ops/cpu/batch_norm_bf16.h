@@ -11,7 +11,7 @@
 // formed from the same coefficients are the generic path's bits; sums may
 // differ from it in the last f32 bits (16-lane partial sums combined in
 // another order), as the f32 path's own clones differ from one another.
-// Compiled for AVX-512 (F, BW, VL) in batch_norm_bf16_avx512.cpp; absent
+// Compiled for AVX-512 (x86-64-v4: F, BW, DQ, VL) in batch_norm_bf16_avx512.cpp; absent
 // (nullptr) on CPUs or builds without it.
 #pragma once
 #include <cstdint>

@@ -1,7 +1,7 @@
 // ops/cpu/batch_norm_bf16_avx512.cpp — the fused bf16 batch-norm loops
 // (batch_norm_bf16.h) in AVX-512; the Makefile compiles this file with
 // -march=x86-64-v4, and bf16_batch_norm_loops() hands them out only on
-// CPUs that have AVX-512 F, BW and VL.
+// CPUs that have the AVX-512 set x86-64-v4 assumes (F, BW, DQ, VL).
 //
 // Each loop takes 16 values a step and the last n % 16 under a mask (the
 // masked-off lanes load as 0 and are not stored). The arithmetic is the f32
@@ -37,7 +37,7 @@ inline __m512 masked_gradient(__mmask16 mask, const uint16_t* y, const uint16_t*
   return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(widen(mask, y + i), _mm512_setzero_ps(), _CMP_GT_OQ), gv);
 }
 
-// The sum of v's lanes, as a tree of pairs. (Not lane_sum:
+// The sum of v's lanes, as a tree of pairs. (Not _mm512_reduce_add_ps:
 // GCC 12 warns on the undefined upper halves of its extracts.)
 inline float lane_sum(__m512 v) {
   alignas(64) float t[16];

@@ -1,7 +1,7 @@
 // ops/cpu/bf16_avx512.h — 16 bf16 values to f32 and back in one AVX-512
 // register, for the fused bf16 loops (elementwise_bf16_avx512.cpp,
 // batch_norm_bf16_avx512.cpp). Include it only from files the Makefile
-// compiles with -march=x86-64-v4 (AVX-512 F, BW and VL).
+// compiles with -march=x86-64-v4 (AVX-512 F, BW, DQ and VL).
 //
 // The rounding is engine/bfloat16.h's float_to_bf16 in integer form
 // (nearest-even, NaN kept quiet, subnormals kept), so a fused loop stores

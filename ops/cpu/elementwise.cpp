@@ -22,6 +22,7 @@
 #include "ops/cpu/elementwise_bf16.h"
 #include "ops/cpu/f16_native.h"
 #include "ops/cpu/f16_util.h"
+#include "ops/cpu/gemm_isa.h"
 #include "ops/pointwise.h"
 
 namespace ember::cpu {
@@ -100,8 +101,8 @@ void bf16_binary_avx512(Bf16Binary op, const uint16_t* a, const uint16_t* b, uin
 
 Bf16BinaryFn bf16_binary_kernel() {
 #if defined(__x86_64__)
-  static const bool supported = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                                __builtin_cpu_supports("avx512vl");
+  // (the AVX-512 set -march=x86-64-v4, which that file is compiled for, assumes)
+  static const bool supported = gemm_isa_supported(GemmIsa::avx512);
   if (supported && bf16_vector_wanted().load(std::memory_order_relaxed)) return &bf16_binary_avx512;
 #endif
   return nullptr;

@@ -8,7 +8,7 @@
 // pass widens 16 values of each input, computes in f32 and rounds to bf16
 // exactly as engine/bfloat16.h's float_to_bf16 (nearest-even, NaN kept
 // quiet; no flushing of subnormals), so the bits equal the generic path's.
-// Compiled for AVX-512 (F, BW, VL) in elementwise_bf16_avx512.cpp; absent
+// Compiled for AVX-512 (x86-64-v4: F, BW, DQ, VL) in elementwise_bf16_avx512.cpp; absent
 // (nullptr) on CPUs or builds without it.
 #pragma once
 #include <cstdint>

@@ -1,7 +1,7 @@
 // ops/cpu/elementwise_bf16_avx512.cpp — the fused bf16 elementwise loops
 // (elementwise_bf16.h) in AVX-512; the Makefile compiles this file with
 // -march=x86-64-v4, and bf16_binary_kernel() hands it out only on CPUs
-// that have AVX-512 F, BW and VL.
+// that have the AVX-512 set x86-64-v4 assumes (F, BW, DQ, VL).
 #include "ops/cpu/elementwise_bf16.h"
 
 #if defined(__AVX512BW__) && defined(__AVX512VL__)  // (other builds never call this file's function)
