@@ -12,7 +12,7 @@
 #include <cstdio>
 #include <string>
 
-#include "apps/common/flags.h"
+#include "apps/training/flags.h"
 #include "data/fashion_mnist.h"
 #include "data/image_folder.h"
 #include "engine/error.h"

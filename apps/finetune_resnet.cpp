@@ -8,16 +8,19 @@
 //
 // The pretrained file is a torchvision / timm ResNet state_dict saved as
 // safetensors, or an ember checkpoint. Its tensor names and shapes decide
-// the structure (depth, width, stem; --num-layers must agree when given),
-// its metadata's "pool" the head's pooling (avg when absent);
-// every tensor is loaded except the head (--head-prefix, "fc."), which is
-// replaced by a fresh one with the data's classes. Everything else is
-// train_resnet's flow (apps/common/train_program.h): the same data flags,
+// the structure (depth, width, stem; --num-layers must agree when given);
+// what an ember checkpoint's metadata records of its training (image shape,
+// validation resize, normalisation, the head's pooling) is taken unless the
+// flags give it (apps/training/pretrained_settings.h), and one line says
+// what was taken from where. Every tensor is loaded except the head
+// (--head-prefix, "fc."), which is replaced by a fresh one with the data's
+// classes. Everything else is
+// train_resnet's flow (apps/training/train_program.h): the same data flags,
 // fp16/bf16, --gpus, data-parallel workers, checkpoints and --load-epoch.
-#include "apps/common/distributed.h"
-#include "apps/common/input_norm.h"
-#include "apps/common/nccl_factory.h"
-#include "apps/common/train_program.h"
+#include "apps/training/distributed.h"
+#include "apps/training/nccl_factory.h"
+#include "apps/training/pretrained_settings.h"
+#include "apps/training/train_program.h"
 #include <filesystem>
 
 #include "net/checkpoint.h"
@@ -35,9 +38,10 @@ struct FineTuneSettings {
   bool freeze_backbone = false;
   int unfreeze_epoch = 0;
   double backbone_lr_mult = 1.0;
-  // Read once in configure, used again in prepare.
+  // Read once in adopt, used again in configure and prepare.
   std::string path;
   SafetensorsFile file;
+  net::InferredResNet inferred;
 };
 
 void declare(apps::Flags& f, FineTuneSettings& s) {
@@ -73,12 +77,18 @@ void validate(const FineTuneSettings& s) {
   EMBER_CHECK(s.backbone_lr_mult >= 0, "--backbone-lr-mult must be >= 0");
 }
 
-// The pretrained file decides the structure; the data decides the head.
-void configure(FineTuneSettings& s, net::ResNetConfig& cfg, const apps::TrainSettings& train,
-               const apps::TrainingData& data, std::FILE* log) {
+// Before the data: the pretrained file's depth, and what it was trained with
+// unless the flags say otherwise; returns the line that says so.
+std::string adopt(FineTuneSettings& s, apps::TrainSettings& train, const apps::Flags& flags) {
   s.path = s.pretrained_epoch > 0 ? net::checkpoint_path(s.pretrained_model, s.pretrained_epoch) : s.pretrained_model;
   s.file = load_safetensors(s.path);
-  const net::InferredResNet r = net::infer_resnet_config(s.file, s.path, s.head_prefix);
+  s.inferred = net::infer_resnet_config(s.file, s.path, s.head_prefix);
+  return apps::adopt_pretrained_settings(train, flags, s.file, s.path, s.inferred);
+}
+
+// The pretrained file decides the structure; the data decides the head.
+void configure(FineTuneSettings& s, net::ResNetConfig& cfg, const apps::TrainingData& data, std::FILE* log) {
+  const net::InferredResNet& r = s.inferred;
   EMBER_CHECK(cfg.num_layers == 0 || cfg.num_layers == r.num_layers, s.path, " holds a ResNet-", r.num_layers,
               ", not the --num-layers ", cfg.num_layers, " asked for");
   EMBER_CHECK(r.num_classes > 0, s.path, ": no classifier ", s.head_prefix, "weight: --head-prefix must name the ",
@@ -88,15 +98,8 @@ void configure(FineTuneSettings& s, net::ResNetConfig& cfg, const apps::TrainSet
   cfg.num_layers = r.num_layers;
   cfg.width = r.width;
   cfg.stem_kernel = r.stem_kernel;
-  cfg.pool = r.pool;  // the backbone's pooling: a concat-pool file gets a new fc of 2C inputs
-  // The backbone learnt on inputs normalised its way: keep that normalisation
-  // (an ember checkpoint records it) unless the flags say otherwise.
-  const auto& meta = s.file.metadata;
-  if (meta.count("input_mean") && meta.count("input_std") && train.rgb_mean.empty() && train.rgb_std.empty()) {
-    cfg.input_norm = apps::channel_norm(apps::resolve_input_stats("", "", meta, s.path, int(r.in_channels)));
-    std::fprintf(log, "pretrained: input normalisation from the file: mean %s, std %s (0-255)\n",
-                 meta.at("input_mean").c_str(), meta.at("input_std").c_str());
-  }
+  // The head's pooling (cfg.pool) and the input normalisation are the
+  // settings' (adopt: the file's unless the flags gave them).
   std::fprintf(log, "pretrained: %s: ResNet-%d (%s, width %lld, %dx%d stem, %lld-channel input%s%s)\n", s.path.c_str(),
                r.num_layers, r.bottleneck ? "bottleneck" : "basic blocks", (long long)r.width, r.stem_kernel,
                r.stem_kernel, (long long)r.in_channels,
@@ -154,8 +157,10 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "finetune_resnet: warning: --backbone-lr-mult has no effect: the backbone stays frozen "
                              "(add --unfreeze-epoch E to train it after the head)\n");
     };
-    program.configure = [&](net::ResNetConfig& cfg, const apps::TrainSettings& s, const apps::TrainingData& d,
-                            std::FILE* log) { configure(ft, cfg, s, d, log); };
+    program.verb = "fine-tuning";
+    program.adopt = [&](apps::TrainSettings& s, const apps::Flags& f) { return adopt(ft, s, f); };
+    program.configure = [&](net::ResNetConfig& cfg, const apps::TrainSettings&, const apps::TrainingData& d,
+                            std::FILE* log) { configure(ft, cfg, d, log); };
     program.prepare = [&](net::ResNet& model, bool resuming, apps::FitOptions& fo, std::FILE* log) {
       prepare(ft, model, resuming, fo, log);
     };

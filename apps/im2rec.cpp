@@ -5,7 +5,7 @@
 //   build/im2rec --from-mxnet X.rec [X.idx] OUT.erec  convert MXNet RecordIO (image bytes kept)
 //
 // The work is data/packer.h (packing, verify) and data/mxnet_recordio.h
-// (conversion); this file parses the command line (apps/common/flags.h for
+// (conversion); this file parses the command line (apps/training/flags.h for
 // the options, positional arguments taken out first), prints progress
 // ("packed 5000/60000 images, 812 img/s" every 1000 images or 2 s) and a
 // summary. Errors: one line "im2rec: <message>", exit 1.
@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "apps/common/flags.h"
+#include "apps/training/flags.h"
 #include "data/image_folder.h"
 #include "data/mxnet_recordio.h"
 #include "data/packer.h"
@@ -191,6 +191,7 @@ int run_pack(const Settings& s, const std::vector<std::string>& args, int thread
                                    o.channels == 0 ? std::string("channels as stored") : cat(o.channels, " channels"))
                                    .c_str(),
               threads, o.shuffle ? cat(", shuffled (seed ", o.seed, ")").c_str() : "");
+  for (const std::string& line : data::skipped_files_lines(list, source)) std::printf("%s\n", line.c_str());
   ProgressPrinter printer;
   const data::PackReport r = data::pack(list.items, list.class_names, prefix, o, std::ref(printer));
   print_summary(r, "packed");

@@ -10,14 +10,14 @@
 // Builds the model, the data source (Fashion-MNIST in memory, or record
 // files through the threaded loader) and the optimizer from the flags,
 // prints a start line with every setting, and hands over to fit()
-// (apps/common/fit.h), which prints the MXNet-style progress lines and
+// (apps/training/fit.h), which prints the MXNet-style progress lines and
 // saves a checkpoint per epoch. In a data-parallel run each rank does the
-// same on its shard of the data (apps/common/distributed.h); only rank 0
-// prints and saves. All of it is apps/common/train_program.h: this program
+// same on its shard of the data (apps/training/distributed.h); only rank 0
+// prints and saves. All of it is apps/training/train_program.h: this program
 // is that flow with nothing added.
-#include "apps/common/distributed.h"
-#include "apps/common/nccl_factory.h"
-#include "apps/common/train_program.h"
+#include "apps/training/distributed.h"
+#include "apps/training/nccl_factory.h"
+#include "apps/training/train_program.h"
 
 int main(int argc, char** argv) {
   try {

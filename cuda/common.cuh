@@ -8,7 +8,7 @@
 // then redefines what host compilation erases (__shared__, threadIdx,
 // __syncthreads, warp shuffles, atomics, ...), and one launch helper.
 //
-// Rules for kernel files (checked by tests/test_cuda_sources.cpp):
+// Rules for kernel files (checked by tests/cuda/test_cuda_sources.cpp):
 // - every launch goes through launch() below; `<<<` appears nowhere else;
 // - dynamic shared memory only through EMBER_DYNAMIC_SHARED;
 // - no __CUDA_ARCH__ branches and no inline PTX.

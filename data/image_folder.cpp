@@ -71,7 +71,10 @@ SourceList list_image_folder(const std::string& root) {
     const std::string name = entry.path().filename().string();
     if (name.empty() || name[0] == '.') continue;
     std::error_code e2;
-    if (entry.is_directory(e2)) class_dirs.push_back(entry.path());
+    if (entry.is_directory(e2))
+      class_dirs.push_back(entry.path());
+    else if (entry.is_regular_file(e2))
+      ++out.loose_files;
   }
   EMBER_CHECK(!class_dirs.empty(), root, ": no class folders (expected ROOT/<class>/<image files>)");
   std::sort(class_dirs.begin(), class_dirs.end(),
@@ -86,7 +89,11 @@ SourceList list_image_folder(const std::string& root) {
     for (auto end = fs::recursive_directory_iterator(); rit != end; rit.increment(ec)) {
       EMBER_CHECK(!ec, dir.string(), ": cannot list (", ec.message(), ")");
       std::error_code e2;
-      if (!rit->is_regular_file(e2) || !is_image_extension(rit->path().string())) continue;
+      if (!rit->is_regular_file(e2)) continue;
+      if (!is_image_extension(rit->path().string())) {
+        ++out.skipped_extensions[lower(rit->path().extension().string())];
+        continue;
+      }
       files.push_back(rit->path().lexically_relative(dir).generic_string());
     }
     EMBER_CHECK(!ec, dir.string(), ": cannot list (", ec.message(), ")");
@@ -102,6 +109,25 @@ SourceList list_image_folder(const std::string& root) {
   EMBER_CHECK(!out.items.empty(), root, ": no image files (jpg jpeg png bmp gif tga ppm pgm) in its ",
               class_dirs.size(), " class folders");
   return out;
+}
+
+std::vector<std::string> skipped_files_lines(const SourceList& list, const std::string& root) {
+  std::vector<std::string> lines;
+  if (!list.skipped_extensions.empty()) {
+    std::vector<std::pair<std::string, int64_t>> by_count(list.skipped_extensions.begin(), list.skipped_extensions.end());
+    std::stable_sort(by_count.begin(), by_count.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    int64_t total = 0;
+    std::string counts;
+    for (const auto& [ext, n] : by_count) {
+      total += n;
+      counts += cat(counts.empty() ? "" : ", ", ext.empty() ? std::string("no extension") : ext, ": ", n);
+    }
+    lines.push_back(cat("skipped ", total, total == 1 ? " file" : " files", " with other extensions (", counts, ")"));
+  }
+  if (list.loose_files > 0)
+    lines.push_back(cat("ignored ", list.loose_files, list.loose_files == 1 ? " file" : " files", " directly in ", root,
+                        " (images go in class folders: ", root, "/<class>/<image>)"));
+  return lines;
 }
 
 SourceList read_list_file(const std::string& list_path, const std::string& root_arg) {

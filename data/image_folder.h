@@ -10,6 +10,7 @@
 // a folder tree of PNG or JPEG files.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,16 @@ struct SourceItem {
 struct SourceList {
   std::vector<SourceItem> items;
   std::vector<std::string> class_names;  // folder trees: label i is class_names[i]; empty for .lst files
+  // Folder trees: the files left out, counted by lower-case extension ("" for
+  // none) in the class folders, and the files directly in the root.
+  std::map<std::string, int64_t> skipped_extensions;
+  int64_t loose_files = 0;
 };
+
+// What list_image_folder left out, one line each: "skipped 4 files with other
+// extensions (.heic: 3, .txt: 1)" (most common first), "ignored 2 files
+// directly in ROOT (images go in class folders: ROOT/<class>/<image>)".
+std::vector<std::string> skipped_files_lines(const SourceList& list, const std::string& root);
 
 // File extensions im2rec takes from a folder tree (lower case, with the dot).
 bool is_image_extension(const std::string& path);
@@ -36,7 +46,8 @@ bool is_image_extension(const std::string& path);
 // is a class, classes sorted by name (byte order); inside a class folder the
 // image files (jpg jpeg png bmp gif tga ppm pgm, any case) are found
 // recursively (following folder symlinks) and sorted by their path relative
-// to the class folder. Files directly in root and other files are ignored.
+// to the class folder. Files directly in root and other files are left out,
+// and counted (skipped_extensions, loose_files).
 // Ids are 0..n-1 in that order. A class folder without images keeps its
 // label. Errors when root is missing or not a folder, has no class folders,
 // or no images at all.

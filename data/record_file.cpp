@@ -527,10 +527,13 @@ RecordDataset::RecordDataset(const std::string& spec) {
   }
 }
 
+std::string RecordDataset::name() const {
+  return cat(files_.front()->path(), files_.size() > 1 ? cat(" (and ", files_.size() - 1, " more shards)") : std::string());
+}
+
 std::pair<size_t, int64_t> RecordDataset::locate(int64_t i) const {
-  EMBER_CHECK(i >= 0 && i < total_, files_.front()->path(),
-              files_.size() > 1 ? cat(" (and ", files_.size() - 1, " more shards)") : std::string(), ": record ", i,
-              " is out of range (", total_, " records)");
+  EMBER_CHECK(i >= 0 && i < size(), name(), ": record ", i, " is out of range (", size(), " records)");
+  if (selecting_) i = selected_[size_t(i)];
   // The last shard starting at or before i (empty shards share a start with the next one).
   const auto it = std::upper_bound(starts_.begin(), starts_.end(), i);
   const size_t s = size_t(it - starts_.begin()) - 1;
@@ -545,9 +548,16 @@ const IndexEntry& RecordDataset::entry(int64_t i) const {
 void RecordDataset::read(int64_t i, Record& out) const {
   const auto [s, local] = locate(i);
   files_[s]->read(local, out);
+  if (!new_label_.empty()) out.label = new_label_[size_t(out.label)];  // read() checked it against the index
 }
 
-int RecordDataset::num_classes() const { return int(files_.front()->header().num_classes); }
+int RecordDataset::num_classes() const {
+  return new_label_.empty() ? int(files_.front()->header().num_classes) : selected_classes_;
+}
+
+const std::vector<std::string>& RecordDataset::class_names() const {
+  return new_label_.empty() ? files_.front()->class_names() : selected_names_;
+}
 
 std::string RecordDataset::describe() const {
   const FileHeader& h = files_.front()->header();
@@ -555,7 +565,62 @@ std::string RecordDataset::describe() const {
                          total_ == 1 ? " record" : " records");
   if (h.num_classes > 0) text += cat(", ", h.num_classes, h.num_classes == 1 ? " class" : " classes");
   if (h.label_type == uint32_t(LabelType::f32_vector)) text += cat(", f32 labels of width ", h.label_width);
+  if (selecting_) text += cat("; taking ", selection_, ": ", size(), size() == 1 ? " record" : " records");
   return text;
+}
+
+void RecordDataset::select_classes(const std::vector<int>& classes) {
+  const FileHeader& h = files_.front()->header();
+  EMBER_CHECK(h.label_type == uint32_t(LabelType::class_index), name(),
+              ": --classes selects class-index labels, and these records hold f32 label vectors");
+  EMBER_CHECK(classes.size() >= 2, name(), ": select at least 2 classes (a classifier of ", classes.size(),
+              " class learns nothing)");
+  EMBER_CHECK(new_label_.empty(), name(), ": classes are already selected");
+  const int known = int(h.num_classes);
+  int largest = 0;
+  for (int c : classes) {
+    EMBER_CHECK(c >= 0 && (known == 0 || c < known), name(), ": class ", c, " is not in [0, ", known, ")");
+    largest = std::max(largest, c);
+  }
+  // Labels are checked against a known class count when the file opens;
+  // without one, a label above the largest class asked for is not selected.
+  std::vector<int64_t> new_label(size_t(known > 0 ? known : largest + 1), -1);
+  std::string list;
+  for (size_t k = 0; k < classes.size(); ++k) {
+    EMBER_CHECK(new_label[size_t(classes[k])] < 0, name(), ": class ", classes[k], " is selected twice");
+    new_label[size_t(classes[k])] = int64_t(k);
+    list += cat(k ? "," : "", classes[k]);
+  }
+  std::vector<int64_t> kept;
+  for (int64_t i = 0; i < size(); ++i) {
+    const auto [s, local] = locate(i);
+    const int64_t label = files_[s]->entry(local).label;
+    if (label >= 0 && label < int64_t(new_label.size()) && new_label[size_t(label)] >= 0)
+      kept.push_back(selecting_ ? selected_[size_t(i)] : i);
+  }
+  EMBER_CHECK(!kept.empty(), name(), ": no record has any of the classes ", list);
+  std::vector<std::string> names;
+  const std::vector<std::string>& all = files_.front()->class_names();
+  if (!all.empty())
+    for (int c : classes) names.push_back(all[size_t(c)]);
+  selected_ = std::move(kept);
+  selecting_ = true;
+  new_label_ = std::move(new_label);
+  selected_classes_ = int(classes.size());
+  selected_names_ = std::move(names);
+  selection_ += cat(selection_.empty() ? "" : ", ", "classes ", list);
+}
+
+void RecordDataset::keep_first(int64_t n) {
+  if (n <= 0 || n >= size()) return;
+  if (!selecting_) {
+    selected_.resize(size_t(n));
+    for (int64_t i = 0; i < n; ++i) selected_[size_t(i)] = i;
+    selecting_ = true;
+  } else {
+    selected_.resize(size_t(n));
+  }
+  selection_ += cat(selection_.empty() ? "" : ", ", "the first ", n);
 }
 
 }  // namespace ember::data

@@ -92,7 +92,9 @@ class RecordFile {
   std::vector<std::string> class_names_;
 };
 
-// The shards of one data set, numbered 0..size()-1 in shard order.
+// The shards of one data set, numbered 0..size()-1 in shard order; or a
+// selection of their records (select_classes, keep_first), numbered
+// 0..size()-1 in the same order, without repacking anything.
 class RecordDataset {
  public:
   // `spec`: a .erec file, a comma-separated list of files, or a directory
@@ -100,21 +102,41 @@ class RecordDataset {
   // type, width and class names.
   explicit RecordDataset(const std::string& spec);
 
-  int64_t size() const { return total_; }
+  int64_t size() const { return selecting_ ? int64_t(selected_.size()) : total_; }
   size_t shards() const { return files_.size(); }
   const RecordFile& shard(size_t s) const { return *files_[s]; }
-  // Shard and local record number of global record i.
+  // Shard and local record number of record i.
   std::pair<size_t, int64_t> locate(int64_t i) const;
+  // Record i's index entry, as its file stores it (the label before
+  // select_classes relabels it: read() gives the new one).
   const IndexEntry& entry(int64_t i) const;
   void read(int64_t i, Record& out) const;
   int num_classes() const;
-  const std::vector<std::string>& class_names() const { return files_.front()->class_names(); }
+  const std::vector<std::string>& class_names() const;
   std::string describe() const;  // "3 shards, 1281167 records, 1000 classes"
 
+  // Keeps only the records of `classes` (class-index labels), relabelled
+  // 0..k-1 in the order given, as train_resnet's --classes does for
+  // Fashion-MNIST; num_classes() and class_names() follow. At least 2
+  // classes, each in [0, num_classes()), none twice: errors name the files.
+  void select_classes(const std::vector<int>& classes);
+  // Keeps only the first n records (of the selection so far; --num-examples);
+  // n <= 0 or n >= size() keeps them all.
+  void keep_first(int64_t n);
+
  private:
+  std::string name() const;  // the first file, and how many more shards
   std::vector<std::unique_ptr<RecordFile>> files_;
   std::vector<int64_t> starts_;  // global number of each shard's first record
   int64_t total_ = 0;
+  // A selection: the global numbers of the records kept, in order; the new
+  // label of each old class (-1: not selected), and the selected names.
+  bool selecting_ = false;
+  std::vector<int64_t> selected_;
+  std::vector<int64_t> new_label_;
+  int selected_classes_ = 0;
+  std::vector<std::string> selected_names_;
+  std::string selection_;  // for describe(): "classes 3,1", "the first 100"
 };
 
 }  // namespace ember::data

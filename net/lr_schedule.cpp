@@ -24,6 +24,19 @@ const char* lr_schedule_name(LrScheduleKind kind) {
   return "?";
 }
 
+double linear_scaled_lr(double lr_per_256, int64_t global_batch) {
+  EMBER_CHECK(lr_per_256 > 0 && global_batch > 0, "linear lr scaling: need a positive lr and batch, got ", lr_per_256,
+              " and ", global_batch);
+  return lr_per_256 * double(global_batch) / 256.0;
+}
+
+int epochs_for_min_steps(int min_epochs, int64_t min_steps, int64_t steps_per_epoch) {
+  EMBER_CHECK(min_epochs > 0 && min_steps >= 0 && steps_per_epoch > 0, "epochs for ", min_steps, " steps: need ",
+              "positive epochs and steps per epoch, got ", min_epochs, " and ", steps_per_epoch);
+  const int64_t for_steps = (min_steps + steps_per_epoch - 1) / steps_per_epoch;
+  return int(std::max<int64_t>(min_epochs, for_steps));
+}
+
 LrSchedule::LrSchedule(const LrScheduleOptions& o) : o_(o) {
   EMBER_CHECK(o.base_lr > 0, "learning rate must be positive, got ", o.base_lr);
   EMBER_CHECK(o.steps_per_epoch > 0 && o.num_epochs > 0, "lr schedule: need at least one epoch of one step");

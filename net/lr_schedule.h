@@ -38,6 +38,15 @@ struct LrScheduleOptions {
   double momentum = 0.9;         // the constant momentum otherwise
 };
 
+// The default recipe's arithmetic (train_resnet without --lr / --num-epochs):
+// Goyal et al.'s linear scaling rule, lr_per_256 x global_batch / 256 ...
+double linear_scaled_lr(double lr_per_256, int64_t global_batch);
+// ... and the epochs of a run that takes at least `min_epochs` epochs and at
+// least `min_steps` steps of `steps_per_epoch` each, so that a small data set
+// (a few steps an epoch) still gives the schedule steps to warm up, peak and
+// anneal: max(min_epochs, ceil(min_steps / steps_per_epoch)).
+int epochs_for_min_steps(int min_epochs, int64_t min_steps, int64_t steps_per_epoch);
+
 class LrSchedule {
  public:
   explicit LrSchedule(const LrScheduleOptions& options);

@@ -1,9 +1,12 @@
 // net/safetensors.cpp — safetensors writer (reference layout, atomic file
 // write) and a validating reader for untrusted files. See net/safetensors.h.
+// A file that is not safetensors at all is named by what its first bytes say
+// it is: "X is not a safetensors checkpoint (it looks like a JPEG image)".
 #include "net/safetensors.h"
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
 #include <functional>
 #include <new>
 #include <set>
@@ -102,6 +105,40 @@ void write_safetensors(const std::vector<std::pair<std::string, Tensor>>& tensor
 
 // ---------------------------------------------------------------- reading
 
+// What a file that is not safetensors looks like, from its first bytes
+// (nullptr: nothing known). Only asked once the file failed to parse, and
+// never for bytes that go on like a safetensors file (its JSON header starts
+// at byte 8 with '{'), so a damaged checkpoint is not called an image.
+const char* foreign_file_kind(const uint8_t* head, size_t n) {
+  if (n > 8 && head[8] == '{') return nullptr;
+  struct Signature {
+    const char* bytes;
+    size_t length, offset;
+    const char* kind;
+  };
+  static constexpr Signature kSignatures[] = {
+      {"\xff\xd8\xff", 3, 0, "a JPEG image"},
+      {"\x89PNG\r\n\x1a\n", 8, 0, "a PNG image"},
+      {"GIF8", 4, 0, "a GIF image"},
+      {"WEBP", 4, 8, "a WebP image"},
+      {"II*\0", 4, 0, "a TIFF image"},
+      {"MM\0*", 4, 0, "a TIFF image"},
+      {"BM", 2, 0, "a BMP image"},
+      {"PK\x03\x04", 4, 0, "a zip archive, as torch.save writes .pt/.pth files: save the state_dict with "
+                            "safetensors.torch.save_file"},
+      {"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46", 8, 0, "a legacy torch.save file: save the state_dict with "
+                                                   "safetensors.torch.save_file"},
+      {"\x89HDF\r\n\x1a\n", 8, 0, "an HDF5 file"},
+      {"\x1f\x8b", 2, 0, "a gzip file"},
+      {"EMBERREC", 8, 0, "an ember record file (.erec): record files are --data-train / --data-val"},
+      {"\x0a\x23\xd7\xce", 4, 0, "an MXNet RecordIO file"},
+      {"\x12\x01\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 16, 0, "an MXNet .params file"},
+  };
+  for (const Signature& s : kSignatures)
+    if (n >= s.offset + s.length && std::memcmp(head + s.offset, s.bytes, s.length) == 0) return s.kind;
+  return nullptr;
+}
+
 // Where the bytes come from: a file (pread) or memory. read() is only called
 // with ranges already checked against size.
 struct Source {
@@ -122,17 +159,17 @@ class Reader {
   explicit Reader(const Source& src) : src_(src) {}
 
   SafetensorsFile read() {
-    if (src_.size < 8) error(cat("file is ", src_.size, " bytes, too short for the 8-byte header length"));
-    uint8_t len[8];
-    src_.read(0, len, 8);
+    head_size_ = size_t(std::min<uint64_t>(src_.size, sizeof head_));
+    if (head_size_ > 0) src_.read(0, head_, head_size_);
+    if (src_.size < 8) not_safetensors(cat("file is ", src_.size, " bytes, too short for the 8-byte header length"));
     uint64_t n = 0;
-    for (int i = 0; i < 8; ++i) n |= uint64_t(len[i]) << (8 * i);
+    for (int i = 0; i < 8; ++i) n |= uint64_t(head_[i]) << (8 * i);
     if (n > kSafetensorsMaxHeader)
-      error(cat("header length ", n, " exceeds the limit of ", kSafetensorsMaxHeader,
-                " bytes (is this a safetensors file?)"));
+      not_safetensors(cat("header length ", n, " exceeds the limit of ", kSafetensorsMaxHeader,
+                          " bytes (is this a safetensors file?)"));
     if (n > src_.size - 8)
-      error(cat("header length ", n, " points past the end of the file (", src_.size,
-                " bytes): truncated, or not a safetensors file"));
+      not_safetensors(cat("header length ", n, " points past the end of the file (", src_.size,
+                          " bytes): truncated, or not a safetensors file"));
     std::string text(size_t(n), '\0');
     src_.read(8, text.data(), text.size());
     data_start_ = 8 + n;
@@ -146,9 +183,9 @@ class Reader {
       limits.max_values = 4'000'000;
       root = json::parse(text, limits);
     } catch (const Error& e) {
-      error(cat("header is not valid JSON: ", e.what()));
+      not_safetensors(cat("header is not valid JSON: ", e.what()));
     }
-    if (!root.is_object()) error(cat("header is a JSON ", json::type_name(root.type()), ", not an object"));
+    if (!root.is_object()) not_safetensors(cat("header is a JSON ", json::type_name(root.type()), ", not an object"));
 
     SafetensorsFile out;
     std::vector<Entry> entries;
@@ -177,6 +214,14 @@ class Reader {
 
  private:
   [[noreturn]] void error(const std::string& what) const { fail(cat(src_.name, ": ", what)); }
+  // The file's start is not a safetensors header: "X is not a safetensors
+  // checkpoint (it looks like a JPEG image)" when its first bytes say what it
+  // is, else error(what).
+  [[noreturn]] void not_safetensors(const std::string& what) const {
+    if (const char* kind = foreign_file_kind(head_, head_size_))
+      fail(cat(src_.name, " is not a safetensors checkpoint (it looks like ", kind, ")"));
+    error(what);
+  }
   [[noreturn]] void tensor_error(const std::string& name, const std::string& what) const {
     error(cat("tensor ", shown(name), ": ", what));
   }
@@ -277,6 +322,8 @@ class Reader {
   }
 
   const Source& src_;
+  uint8_t head_[16] = {};  // the file's first bytes (fewer in a shorter file), for not_safetensors
+  size_t head_size_ = 0;
   uint64_t data_start_ = 0;
   uint64_t data_size_ = 0;
 };

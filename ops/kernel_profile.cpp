@@ -16,7 +16,7 @@
 #include <tuple>
 #include <type_traits>
 
-#include "ops/cpu/conv_policy.h"
+#include "ops/cpu/conv/conv_policy.h"
 #include "ops/kernels.h"
 
 namespace ember {

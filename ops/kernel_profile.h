@@ -7,7 +7,7 @@
 // kernels are asynchronous, so host-side timing would only see launches
 // (use Nsight Systems there). Enabling costs two clock reads per call. The
 // convolutions are also kept per pass and geometry, with the algorithm the
-// CPU policy ran (ops/cpu/conv_policy.h), to see which layer and pass the
+// CPU policy ran (ops/cpu/conv/conv_policy.h), to see which layer and pass the
 // time goes to in a real step rather than in bench_conv's isolation.
 #pragma once
 #include <cstdint>

@@ -14,7 +14,7 @@
 //   2. its declaration in ops/ops.h,
 //   3. its definition in ops/elementwise.cpp (argument checks, then
 //      detail::pointwise),
-// and a case in tests/test_ops.cpp that the op harness checks on every backend
+// and a case in tests/ops/test_ops.cpp that the op harness checks on every backend
 // (docs/guide.md, "Adding an op", walks through dropout this way). ops/kernels.h
 // declares PointwiseOp and PointwiseArgs by name only, so a new op recompiles
 // the few files that include this header, not everything that sees the table.

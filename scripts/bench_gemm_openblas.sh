@@ -7,7 +7,7 @@
 # Arguments go to scripts/bench_gemm_openblas.c (see its header): N is the
 # square problem N x N x N, MxNxK is row-major C[MxN] = A[MxK] * B[KxN];
 # default 1024 2048. ResNet-shaped problems in the im2col layout (not checked
-# against ops/cpu/conv.cpp: output channels x pixels x input channels * kernel
+# against ops/cpu/conv/conv.cpp: output channels x pixels x input channels * kernel
 # area), e.g. for ResNet-50 at 224, batch 16:  64x50176x576 (3x3, 64 channels, 56x56),
 # 256x50176x64 (1x1 expansion, 56x56), 512x784x4608 (3x3, 512, 7x7 x 16).
 #

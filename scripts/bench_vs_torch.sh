@@ -37,15 +37,16 @@
 #   EMBER_B_FLAGS  ember B's added flags (default: EMBER_FLAGS), so that
 #                EMBER_B=build EMBER_B_FLAGS="--precision fp16" compares two
 #                settings of one binary
-#   TORCH_REF    PyTorch's side (default ../shared/bench/torch_ref.py beside
-#                the repository); TORCH_FLAGS is added to its flags
+#   TORCH_REF    PyTorch's side (default scripts/torch_ref.py;
+#                scripts/torch_ref_bf16.py: the same under bf16 autocast);
+#                TORCH_FLAGS is added to its flags
 #   PYTHON       default /usr/bin/python3 (Debian's python3-torch)
 #   WORK         logs of every run (default /tmp/ember_bench_vs_torch)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 rounds=${ROUNDS:-3}
 build=${BUILD:-build}
-torch_ref=${TORCH_REF:-$(realpath -m "$(dirname "$0")/../../shared/bench/torch_ref.py")}
+torch_ref=${TORCH_REF:-$root/scripts/torch_ref.py}
 python=${PYTHON:-/usr/bin/python3}
 work=${WORK:-/tmp/ember_bench_vs_torch}
 ember_flags=${EMBER_FLAGS:-}

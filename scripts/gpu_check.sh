@@ -119,7 +119,7 @@ if wants 6 && [ -x build/train_resnet_base ]; then
   done
 fi
 if wants 7 && [ -x build/kernel_lab ]; then
-  # The lab's ops timed on the GPU, at the shapes docs/kernel_profiles.md profiled on the emulator:
+  # The lab's ops timed on the GPU, at the shapes docs/runs/kernel_profiles.md profiled on the emulator:
   # measured times to set against the profiler's estimates.
   say "7. kernel_lab: each op checked against the CPU, then timed (median of 20)"
   timeout 120 build/kernel_lab --op all --n 2 --c 64 --hw 56 --k 64 --m 1024 --ncols 1024 --kdim 1024 --reps 20 \
@@ -139,7 +139,7 @@ if wants 8 && [ -x build/kernel_lab ]; then
   # What binds the native GEMM kernels on this GPU: Nsight Compute's speed-of-light, occupancy,
   # launch, warp-state and scheduler sections for one launch of each (the lab's check launch).
   say "8. Nsight Compute sections of the native GEMM kernels (f16 tensor cores, f16 FP32 pipes, f32)"
-  for tc in 1 0; do  # first the lab's timings at docs/kernel_profiles.md's shapes, f16
+  for tc in 1 0; do  # first the lab's timings at docs/runs/kernel_profiles.md's shapes, f16
     timeout 60 build/kernel_lab --op all --dtype f16 --tensor-cores $tc --n 2 --c 64 --hw 56 --k 64 --m 1024 \
       --ncols 1024 --kdim 1024 --reps 20 2>&1 | tee -a "$OUT/kernel_lab.log" | grep -E "^==|us \(median|FAILED"
   done

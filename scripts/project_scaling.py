@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """scripts/project_scaling.py — the step-time model of data-parallel training
-behind the README's projection: a step costs its computation plus the part
-of the gradient all-reduce that backward could not hide.
+behind the projection in docs/benchmarks.md (docs/runs/data_parallel_scaling.md):
+a step costs its computation plus the part of the gradient all-reduce that
+backward could not hide.
 
     T_comm(P) = 2(P-1)/P * gradient_bytes / (link_rate * link_efficiency) + 2(P-1) * hop_latency
     hidden    = min(hidden_share * T_comm(P), backward_share * T_compute)

@@ -2,8 +2,8 @@
 # scripts/torch_loader.py — torchvision's loader at any output size, for
 # scripts/bench_loader.sh: ImageFolder + RandomResizedCrop(SIZE) +
 # RandomHorizontalFlip + PILToTensor, DataLoader batches of 64, shuffled.
-# The same as ../shared/bench/torch_loader.py (whose size is fixed at 224)
-# with the size as a fourth argument.
+# The yardstick of ember's record loader (data/image_loader.h): what a
+# PyTorch user would write, one worker process per thread given.
 #
 #   /usr/bin/python3 scripts/torch_loader.py DIR [workers] [passes] [size]
 #

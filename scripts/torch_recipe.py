@@ -3,7 +3,7 @@
 time-to-accuracy comparisons (DAWNBench style) with build/train_resnet.
 
 It mirrors what ember's train_resnet does with the same flags (flag names and
-defaults are ember's; apps/common/train_settings.cpp):
+defaults are ember's; apps/training/train_settings.cpp):
   model     CIFAR-style ResNet of depth 6n+2 (--num-layers, default 20):
             conv1 3x3/1 (16) + bn1 + relu, layer1..layer3 of n BasicBlocks
             (16, 32, 64 channels; the first block of layer2/layer3 has stride
@@ -162,7 +162,7 @@ class CifarResNet(nn.Module):
         n = (num_layers - 2) // 6
         self.num_layers = num_layers
         # ops::normalize_u8: y = x * (inv_std / 255) - mean * inv_std with ember's f32 ChannelNorm
-        # (mean / 255 and 255 / std in f32, apps/common/input_norm.cpp), the products in double, then f32.
+        # (mean / 255 and 255 / std in f32, apps/training/input_norm.cpp), the products in double, then f32.
         mean01 = np.array([m / 255.0 for m in mean], np.float32).astype(np.float64)
         inv_std = np.array([255.0 / s for s in std], np.float32).astype(np.float64)
         scale, shift = (inv_std / 255.0).astype(np.float32), (-mean01 * inv_std).astype(np.float32)

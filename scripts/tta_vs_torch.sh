@@ -36,7 +36,7 @@
 #   RECIPE       flags for both (default: ember's defaults written out:
 #                --num-layers 20 --batch-size 128 --num-epochs 10 --lr 0.2)
 #   TARGET       test accuracy to reach (default 0.93; ember's defaults passed
-#                it after 9 of 10 epochs in docs/make_train.log)
+#                it after 9 of 10 epochs in docs/runs/make_train.log)
 #   ROUNDS       rounds (default 1)
 #   SEED_PER_ROUND  1: round r adds --seed r-1 after RECIPE (default 0)
 #   THREADS      --threads for both (default: every core, nproc; ember's

@@ -8,7 +8,7 @@
 # Exits non-zero if anything failed or a suite did not finish.
 #
 # The counts come from what doctest did, not from its printout: each suite
-# runs with EMBER_TEST_RESULTS set, and tests/test_main.cpp's listener
+# runs with EMBER_TEST_RESULTS set, and tests/support/test_main.cpp's listener
 # appends a line per test case (running / passed / failed / skipped with the
 # reason). A test case is counted once by its name, however many runs list
 # it (the same binary under another schedule or a sanitizer has the same
@@ -20,7 +20,7 @@
 # fuzz runner (tests/fuzz/run_fuzz.sh): it writes the same results file, one
 # test case per target, and prints its "[fuzz] test cases: ..." summary in
 # doctest's form; so does the guide's command runner
-# (tests/run_guide_commands.sh: "[guide] test cases: ...", one per command).
+# (tests/docs/run_guide_commands.sh: "[guide] test cases: ...", one per command).
 set -u
 results=$(mktemp -d)
 trap 'rm -rf "$results"' EXIT

@@ -37,7 +37,7 @@
 // an index decode per gathered element; indices are 32-bit whenever every
 // tensor has fewer than 2^31 elements (the usual case), 64-bit otherwise,
 // and the decode divides by multiplication (fast_divmod.cuh): the 32-bit
-// kernels hold no division instruction (tests/test_cuda_ptx.cpp reads the
+// kernels hold no division instruction (tests/cuda/test_cuda_ptx.cpp reads the
 // PTX to make sure).
 //
 // im2col / col2im (one image, as ops/kernels.h defines them) are one thread

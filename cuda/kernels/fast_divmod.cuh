@@ -11,7 +11,7 @@
 // paper cannot overflow 32 bits because n < 2^31). The kernel then spends a
 // wide multiply, an add and a shift. tests/sim/test_fast_divmod.cpp checks
 // it against `/` and `%` on the host, where the same code runs, and
-// tests/test_cuda_ptx.cpp that the hot kernels' PTX divides in no loop.
+// tests/cuda/test_cuda_ptx.cpp that the hot kernels' PTX divides in no loop.
 //
 // IndexDivisor<I> is what the kernels hold: FastDivmod for 32-bit indices
 // (every tensor under 2^31 elements, the usual case), plain `/` and `%` for

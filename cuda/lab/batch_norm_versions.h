@@ -1,5 +1,5 @@
 // cuda/lab/batch_norm_versions.h — the kernel lab's batch-norm statistics
-// ladder (apps/kernel_lab.cpp, --op bn_stats/<version>/<threads>, or
+// ladder (apps/bench/kernel_lab.cpp, --op bn_stats/<version>/<threads>, or
 // --op bn-stats-ladder): per-channel mean and biased variance of x, each
 // version one change from the last, checked against the CPU in double on
 // data whose mean is far from zero (where a careless formula cancels), and

@@ -1,5 +1,5 @@
 // cuda/lab/conv_versions.h — the kernel lab's convolution ladder
-// (apps/kernel_lab.cpp, --op conv2d_forward/<version>, or --op conv-ladder):
+// (apps/bench/kernel_lab.cpp, --op conv2d_forward/<version>, or --op conv-ladder):
 // the f32 forward convolution, each version one change from the one before,
 // checked against the CPU and profiled (kernel_lab_sim) or timed
 // (kernel_lab). ember's own kernel (cuda/kernels/conv.cu) is the middle

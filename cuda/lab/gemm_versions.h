@@ -1,4 +1,4 @@
-// cuda/lab/gemm_versions.h — the kernel lab's GEMM ladder (apps/kernel_lab.cpp,
+// cuda/lab/gemm_versions.h — the kernel lab's GEMM ladder (apps/bench/kernel_lab.cpp,
 // --op gemm --version ...): small, commented kernels that each change one
 // thing, to be checked against the CPU and profiled (kernel_lab_sim) or
 // timed (kernel_lab) side by side with ember's own GEMM (cuda/kernels/gemm.cuh).

@@ -69,6 +69,11 @@ void expand_item(const std::string& item, const std::string& whole, std::vector<
   }
 }
 
+// A rendezvous address that only this host can reach.
+bool is_loopback(const std::string& addr) {
+  return addr.rfind("127.", 0) == 0 || addr == "localhost" || addr == "::1" || addr == "ip6-localhost";
+}
+
 }  // namespace
 
 std::vector<std::string> expand_slurm_hostlist(const std::string& list) {
@@ -91,14 +96,19 @@ LaunchEnv detect_launch_env(const LaunchFlags& flags, const GetEnv& getenv_fn) {
     e.source = "torchrun-style RANK/WORLD_SIZE";
     rank_var = "RANK", world_var = "WORLD_SIZE";
     e.local_rank = has("LOCAL_RANK") ? int_var("LOCAL_RANK", get("LOCAL_RANK")) : -1;
-    if (has("LOCAL_WORLD_SIZE")) e.local_world = int_var("LOCAL_WORLD_SIZE", get("LOCAL_WORLD_SIZE"));
+    if (has("LOCAL_WORLD_SIZE")) {
+      e.local_world = int_var("LOCAL_WORLD_SIZE", get("LOCAL_WORLD_SIZE"));
+      e.local_world_from = "LOCAL_WORLD_SIZE";
+    }
     if (has("TORCHELASTIC_RUN_ID")) e.run_id = get("TORCHELASTIC_RUN_ID");
   } else if (has("OMPI_COMM_WORLD_RANK") && has("OMPI_COMM_WORLD_SIZE")) {
     e.source = "Open MPI";
     rank_var = "OMPI_COMM_WORLD_RANK", world_var = "OMPI_COMM_WORLD_SIZE";
     e.local_rank = has("OMPI_COMM_WORLD_LOCAL_RANK") ? int_var("OMPI_COMM_WORLD_LOCAL_RANK", get("OMPI_COMM_WORLD_LOCAL_RANK")) : -1;
-    if (has("OMPI_COMM_WORLD_LOCAL_SIZE"))
+    if (has("OMPI_COMM_WORLD_LOCAL_SIZE")) {
       e.local_world = int_var("OMPI_COMM_WORLD_LOCAL_SIZE", get("OMPI_COMM_WORLD_LOCAL_SIZE"));
+      e.local_world_from = "OMPI_COMM_WORLD_LOCAL_SIZE";
+    }
     if (has("OMPI_MCA_ess_base_jobid")) e.run_id = cat("ompi-", get("OMPI_MCA_ess_base_jobid"));
     else if (has("PMIX_NAMESPACE")) e.run_id = get("PMIX_NAMESPACE");
   } else if (has("SLURM_PROCID") && has("SLURM_NTASKS")) {
@@ -108,6 +118,7 @@ LaunchEnv detect_launch_env(const LaunchFlags& flags, const GetEnv& getenv_fn) {
     if (has("SLURM_NTASKS_PER_NODE")) {  // "4" or "4(x2)": the leading count
       const std::string v = get("SLURM_NTASKS_PER_NODE");
       e.local_world = int_var("SLURM_NTASKS_PER_NODE", v.substr(0, v.find('(')).c_str());
+      e.local_world_from = "SLURM_NTASKS_PER_NODE";
     }
     if (has("SLURM_JOB_ID")) e.run_id = cat("slurm-", get("SLURM_JOB_ID"), has("SLURM_STEP_ID") ? "." : "",
                                             has("SLURM_STEP_ID") ? get("SLURM_STEP_ID") : "");
@@ -133,6 +144,11 @@ LaunchEnv detect_launch_env(const LaunchFlags& flags, const GetEnv& getenv_fn) {
   if (e.world > 1 && !master_known) {
     EMBER_CHECK(e.source != "Open MPI", "under Open MPI, give the host of rank 0 with --master-addr (or mpirun -x MASTER_ADDR)");
     fail(cat(e.source, " gives ", e.world, " ranks but no MASTER_ADDR: set it to the host of rank 0 (or --master-addr)"));
+  }
+  // Ranks started by hand on one host: their rendezvous is this host's loopback address.
+  if (e.world > 1 && e.local_world_from.empty() && is_loopback(e.master_addr)) {
+    e.local_world = e.world;
+    e.local_world_from = cat("MASTER_ADDR ", e.master_addr);
   }
   if (has("MASTER_PORT")) {
     e.master_port = int_var("MASTER_PORT", get("MASTER_PORT"));

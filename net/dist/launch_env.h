@@ -7,6 +7,10 @@
 //   3. SLURM (srun): SLURM_PROCID SLURM_NTASKS SLURM_LOCALID; the master is
 //      the first host of SLURM_JOB_NODELIST, expanded as `scontrol show
 //      hostnames` would ("gpu[01-03,7]" -> gpu01).
+// The ranks on this host (local_world) come from LOCAL_WORLD_SIZE,
+// OMPI_COMM_WORLD_LOCAL_SIZE or SLURM_NTASKS_PER_NODE; without them, a
+// master on the loopback address (127.0.0.1, localhost, ::1) means every
+// rank is on this host.
 // Flags (--master-addr, --master-port, --run-id) override the environment.
 // The run id keeps ranks of different runs apart at the rendezvous: the
 // flag, else EMBER_RUN_ID, else the launcher's job id (TORCHELASTIC_RUN_ID,
@@ -27,6 +31,10 @@ struct LaunchFlags {
 struct LaunchEnv {
   int rank = 0, world = 1, local_rank = 0;
   int local_world = 1;  // ranks on this host (LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE, SLURM_NTASKS_PER_NODE)
+  // Where local_world came from: the variable, "MASTER_ADDR <loopback>" (a
+  // rendezvous on this host's loopback address: every rank is on this host),
+  // or "" when a run of several ranks does not say (each assumes it is alone).
+  std::string local_world_from;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string run_id = "ember";

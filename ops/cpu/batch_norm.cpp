@@ -36,7 +36,7 @@
 #include "ops/cpu/batch_norm_bf16.h"
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/f16_util.h"
-#include "ops/cpu/gemm_isa.h"
+#include "ops/cpu/gemm/gemm_isa.h"
 #include "ops/cpu/vector_clones.h"
 
 namespace ember::cpu {

@@ -22,7 +22,7 @@
 #include "ops/cpu/elementwise_bf16.h"
 #include "ops/cpu/f16_native.h"
 #include "ops/cpu/f16_util.h"
-#include "ops/cpu/gemm_isa.h"
+#include "ops/cpu/gemm/gemm_isa.h"
 #include "ops/pointwise.h"
 
 namespace ember::cpu {

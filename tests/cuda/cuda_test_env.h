@@ -17,18 +17,18 @@
 #include "engine/tensor.h"
 #include "net/resnet.h"
 #include "ops/kernels.h"
-#include "tests/kernel_coverage.h"
-#include "tests/skip.h"
+#include "tests/support/kernel_coverage.h"
+#include "tests/support/skip.h"
 
 namespace ember::testing {
 
 // Registers the native (hand-written) or the cuDNN/cuBLAS table for CUDA
-// devices, through the counting wrapper of tests/kernel_coverage.h.
+// devices, through the counting wrapper of tests/support/kernel_coverage.h.
 inline void select_native_kernels() { install_counting_table(DeviceType::CUDA, cuda::native_kernels()); }
 inline void select_cudnn_kernels() { install_counting_table(DeviceType::CUDA, *cuda::cudnn_kernels()); }
 
 // True when device 0 is there: a GPU, or the emulator in build/test_sim.
-// Touches no device (a predicate for tests/skip.h, called from main()).
+// Touches no device (a predicate for tests/support/skip.h, called from main()).
 inline bool cuda_device_present() {
   static const bool present = cuda::device_count() > 0;
   return present;

@@ -15,7 +15,7 @@
 #include "net/resnet.h"
 #include "net/sgd.h"
 #include "ops/ops.h"
-#include "tests/comm_test_helpers.h"
+#include "tests/support/comm_test_helpers.h"
 #include "tests/cuda/cuda_test_env.h"
 
 namespace {

@@ -2,13 +2,13 @@
 // waits for it (cuda/host_sync.h): the batch goes up through the staging
 // ring (cuda/host_staging.h), a bad label is recorded on the device and
 // thrown at the host's next wait, and fit() reads its loss and accuracy only
-// at its log points (apps/common/step_stats.h). On the emulator every call
+// at its log points (apps/training/step_stats.h). On the emulator every call
 // runs at once, so these tests count the waits the host asks for; the
 // overlap they allow is a GPU's to show.
 #include <cmath>
 #include <string>
 
-#include "apps/common/fit.h"
+#include "apps/training/fit.h"
 #include "cuda/host_staging.h"
 #include "cuda/host_sync.h"
 #include "engine/memory.h"

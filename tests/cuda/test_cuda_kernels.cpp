@@ -24,7 +24,7 @@
 
 #include "engine/rng.h"
 #include "tests/cuda/cuda_test_env.h"
-#include "tests/test_helpers.h"
+#include "tests/support/test_helpers.h"
 
 namespace {
 

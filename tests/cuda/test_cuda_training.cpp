@@ -6,7 +6,7 @@
 // emulator (build/test_sim) this runs every kernel a training step needs.
 #include <cmath>
 
-#include "apps/common/fit.h"
+#include "apps/training/fit.h"
 #include "cuda/allocator.h"
 #include "net/resnet.h"
 #include "net/sgd.h"

@@ -1,6 +1,6 @@
 // tests/cuda/test_cuda_upload_ahead.cpp — the next batch uploaded on the
 // copy stream while the current step computes (cuda/host_staging.h's copies
-// ahead, Tensor::to_ahead, apps/common/batch_prefetch.h).
+// ahead, Tensor::to_ahead, apps/training/batch_prefetch.h).
 //
 // On the emulator every copy runs at once, so wrong numbers cannot show a
 // missing event; its stream-order checker (cuda/sim/stream_order.cpp) fails
@@ -12,14 +12,14 @@
 #include <string>
 #include <vector>
 
-#include "apps/common/fit.h"
+#include "apps/training/fit.h"
 #include "cuda/host_staging.h"
 #include "cuda/host_sync.h"
 #include "engine/memory.h"
 #include "net/resnet.h"
 #include "ops/ops.h"
 #include "tests/cuda/cuda_test_env.h"
-#include "tests/test_helpers.h"
+#include "tests/support/test_helpers.h"
 
 namespace {
 

@@ -4,7 +4,7 @@
 // GEMM, in f32 and f64, and in f16 and bf16 (16-bit tensors with f32
 // compute, f32 batch-norm parameters). Runs on a GPU with cuDNN; skipped (with the reason) on the emulator and
 // without a GPU. Both tables are also checked against the CPU by the op
-// harness (tests/test_ops.cpp). Then the math the cuDNN table may use and
+// harness (tests/ops/test_ops.cpp). Then the math the cuDNN table may use and
 // how it picks algorithms: TF32 on and off (cuda::set_tf32, --tf32) against
 // f64 on the CPU, and benchmark mode (cudnnFind*AlgorithmEx) against the
 // heuristics' picks.
@@ -39,7 +39,7 @@ double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) 
   return worst;
 }
 
-// This build's cuDNN/cuBLAS table is there (a tests/skip.h predicate).
+// This build's cuDNN/cuBLAS table is there (a tests/support/skip.h predicate).
 bool cudnn_in_build() { return cuda::cudnn_kernels() != nullptr; }
 constexpr testing::needs kNeedsCudnn{
 #if defined(EMBER_CUDASIM)

@@ -37,8 +37,8 @@ FUZZ_CXXFLAGS := -std=c++20 -O1 -g -fopenmp -Wall -Wextra -Wno-pass-failed $(FUZ
 # (The archive lends the linker only the objects a target calls into.)
 FUZZ_LIB_SRC  := $(wildcard data/*.cpp) engine/autograd.cpp engine/bfloat16.cpp engine/file_io.cpp \
                  engine/memory.cpp engine/tensor.cpp net/json.cpp net/safetensors.cpp net/checkpoint.cpp \
-                 net/module.cpp net/sgd.cpp apps/common/training_checkpoint.cpp apps/common/cpu_choices.cpp
-FUZZ_PLAIN_SRC := engine/half.cpp net/layers.cpp $(wildcard ops/*.cpp ops/cpu/*.cpp)
+                 net/module.cpp net/sgd.cpp apps/training/training_checkpoint.cpp apps/training/cpu_choices.cpp
+FUZZ_PLAIN_SRC := engine/half.cpp net/layers.cpp $(wildcard ops/*.cpp ops/cpu/*.cpp ops/cpu/gemm/*.cpp ops/cpu/conv/*.cpp)
 FUZZ_SRC      := $(wildcard tests/fuzz/fuzz_*.cpp)
 FUZZ_NAMES    := $(patsubst tests/fuzz/%.cpp,%,$(FUZZ_SRC))
 FUZZ_BINS     := $(addprefix $(FUZZ_BUILD)/,$(FUZZ_NAMES))
@@ -90,8 +90,8 @@ $(BUILD)/obj-tools/make_seeds.cpp.o: tests/fuzz/make_seeds.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
 
-$(BUILD)/fuzz_make_seeds: $(BUILD)/obj-tools/make_seeds.cpp.o $(BUILD)/obj/apps/common/training_checkpoint.cpp.o \
-  $(BUILD)/obj/apps/common/cpu_choices.cpp.o $(LIBS)
+$(BUILD)/fuzz_make_seeds: $(BUILD)/obj-tools/make_seeds.cpp.o $(BUILD)/obj/apps/training/training_checkpoint.cpp.o \
+  $(BUILD)/obj/apps/training/cpu_choices.cpp.o $(LIBS)
 	$(CXX) $(LDFLAGS) $^ $(LDLIBS) $(CUDA_LDLIBS) -o $@
 
 -include $(shell find $(FUZZ_BUILD)/obj -name '*.d' 2>/dev/null)

@@ -10,9 +10,9 @@
 // Seeds: tests/fuzz/corpus/fuzz_states (tests/fuzz/make_seeds.cpp) plus
 // tests/fuzz/seeds/safetensors; dictionary tests/fuzz/fuzz_states.dict.
 // Expected: ember::Error. A failure (crash, sanitizer report, leak, another
-// exception, > 1 s) is a bug in apps/common/training_checkpoint.cpp,
+// exception, > 1 s) is a bug in apps/training/training_checkpoint.cpp,
 // net/checkpoint.cpp, net/sgd.cpp or the safetensors reader.
-#include "apps/common/training_checkpoint.h"
+#include "apps/training/training_checkpoint.h"
 #include "net/checkpoint.h"
 #include "net/layers.h"
 #include "tests/fuzz/fuzz_util.h"

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/common/training_checkpoint.h"
+#include "apps/training/training_checkpoint.h"
 #include "data/image.h"
 #include "data/record_file.h"
 #include "net/json.h"

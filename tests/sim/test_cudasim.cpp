@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "cuda/common.cuh"
-#include "tests/test_helpers.h"
+#include "tests/support/test_helpers.h"
 
 using ember::cuda::launch;
 

@@ -1,4 +1,4 @@
-// tests/sim/test_kernel_lab.cpp — build/kernel_lab_sim (apps/kernel_lab.cpp
+// tests/sim/test_kernel_lab.cpp — build/kernel_lab_sim (apps/bench/kernel_lab.cpp
 // on the emulator with the profiler's instrumented kernels): it checks each
 // op against the CPU kernel, fails when the check fails, and prints the
 // profile of ember's own kernels (the GEMM's tiles: 4 sectors per global
@@ -8,9 +8,9 @@
 
 #include <string>
 
-#include "tests/process_helpers.h"
-#include "tests/skip.h"
-#include "tests/test_helpers.h"
+#include "tests/support/process_helpers.h"
+#include "tests/support/skip.h"
+#include "tests/support/test_helpers.h"
 
 namespace {
 

@@ -13,8 +13,8 @@
 
 #include "cuda/common.cuh"
 #include "tests/sim/profiler_kernels.h"
-#include "tests/skip.h"
-#include "tests/test_helpers.h"
+#include "tests/support/skip.h"
+#include "tests/support/test_helpers.h"
 
 namespace {
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "cuda/common.cuh"
-#include "tests/test_helpers.h"
+#include "tests/support/test_helpers.h"
 
 namespace {
 

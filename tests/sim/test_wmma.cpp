@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "cuda/common.cuh"
-#include "tests/test_helpers.h"
+#include "tests/support/test_helpers.h"
 #include "cuda/kernels/gemm.cuh"
 #include "cuda/wmma.cuh"
 

@@ -1,0 +1,90 @@
+// apps/training/fit_step.cpp — one training step of fit() (fit_run.h):
+// forward, cross-entropy, backward (scaled in fp16), the data-parallel
+// all-reduce and the SGD update at the schedule's lr; and reading the
+// step statistics (loss, correct count) summed on the device back into the
+// epoch's counts.
+#include <cmath>
+
+#include "apps/training/fit_run.h"
+#include "engine/autograd.h"
+#include "net/layers.h"
+
+namespace ember::apps::detail {
+
+void FitRun::train_step(EpochState& e, const data::Batch& b, const DeviceBatch& on_device) {
+  Tensor logits, loss;
+  Tensor count_labels;  // what training accuracy is counted against, on the device
+  // Dropout masks: drawn from (seed, global step, rank), so a resumed run drops what the first one did.
+  if (has_dropout_)
+    net::set_dropout_step(model_, o_.seed, uint64_t(global_step_), comm_ ? uint64_t(comm_->rank()) : 0);
+  if (o_.mix.enabled()) {
+    // Mixup / cutmix: drawn from (seed, global step), so a resumed run mixes as the first one did.
+    const net::MixedBatch m = net::mix_batch(b, o_.mix, o_.seed, global_step_, o_.input_norm, o_.precision, o_.device);
+    logits = model_(m.images);
+    loss = net::mixed_cross_entropy(logits, m, o_.label_smoothing);
+    if (m.lam < 0.5) {  // the reversed batch's labels dominate
+      Tensor dominant_labels = Tensor::empty({b.size}, DType::i64);
+      for (int64_t i = 0; i < b.size; ++i)
+        dominant_labels.data<int64_t>()[i] = b.labels.data<int64_t>()[b.size - 1 - i];
+      count_labels = dominant_labels.to(o_.device);
+    } else {
+      count_labels = b.labels.to(o_.device);
+    }
+  } else {
+    count_labels = batches_->uploads() ? on_device.labels : b.labels.to(o_.device);
+    logits = model_(batches_->uploads() ? on_device.images : b.images.to(o_.device));
+    loss = ops::cross_entropy(logits, count_labels, o_.label_smoothing);  // f32 in both precisions
+  }
+  opt_.zero_grad();
+  lr_ = schedule_->lr_at(global_step_);
+  momentum_ = schedule_->momentum_at(global_step_);
+  if (schedule_options_.cycle_momentum) opt_.set_momentum(momentum_);
+  if (reducer_) reducer_->prepare();
+  if (mixed_) {
+    const double s = scaler_.scale();
+    backward_scaled(loss, s);
+    if (reducer_) reducer_->finish();  // averaged gradients: every rank takes the same decision below
+    // An inf/NaN gradient (the scale was too high, or f16 overflowed
+    // forward) skips the step; the scaler halves the scale (bf16: the
+    // scale stays 1, the skip is counted).
+    scaler_.update(opt_.step_if_finite(lr_, 1.0 / s));
+  } else {
+    loss.backward();
+    if (reducer_) reducer_->finish();
+    opt_.step(lr_);
+  }
+  ++global_step_;
+
+  e.stats.add(loss, logits, count_labels, b.size);
+  ++e.interval.batches;
+  e.timed_samples += b.size;
+  ++e.batch_index;
+}
+
+// Folds the sums since the last read into the interval and the epoch; stops
+// the run if the loss went non-finite (not in fp16/bf16, where the scaler
+// skips such steps).
+void FitRun::read_stats(EpochState& e) {
+  const StepStats::Sums r = e.stats.read();
+  if (r.steps == 0) return;
+  if (!mixed_ && !std::isfinite(r.loss_sum)) {
+    if (show_bar_) bar_.clear();
+    const std::string where =
+        r.steps == 1 ? cat("at Epoch[", e.epoch, "] Batch [", e.batch_index - 1, "] (step ", global_step_,
+                           "): loss is ", r.loss_sum / double(r.samples))
+                     : cat("in Epoch[", e.epoch, "] Batch [", e.batch_index - r.steps, "-", e.batch_index - 1,
+                           "] (steps ", global_step_ - r.steps + 1, "-", global_step_,
+                           "): the loss summed over them is ", r.loss_sum);
+    fail(cat("training diverged ", where, " (lr ", lr_, "); ",
+             last_checkpoint_.empty() ? std::string("no checkpoint was saved before it")
+                                      : cat("the last good checkpoint is \"", last_checkpoint_, "\""),
+             "; try a lower --lr or more --warmup-epochs"));
+  }
+  e.interval.samples += r.samples;
+  e.interval.correct += r.correct;
+  if (std::isfinite(r.loss_sum)) e.interval.loss_sum += r.loss_sum, e.loss_sum += r.loss_sum;
+  e.samples += r.samples;
+  e.correct += r.correct;
+}
+
+}  // namespace ember::apps::detail

@@ -1,0 +1,181 @@
+// tests/cuda/test_cuda_ptx.cpp — what the compiler made of the hot CUDA kernels,
+// read from the PTX the build keeps next to the binary (build/ptx/<file>.ptx,
+// the newest CUDA_ARCH; see the Makefile's nvcc rule): no integer division or
+// remainder (div./rem., 32 or 64 bits) inside any loop of any kernel of
+// cuda/kernels/ instantiated for 32-bit indices (every tensor under 2^31
+// elements) or without an index type, but batch norm's per-channel kernels.
+// Index decodes divide by multiplication (cuda/kernels/fast_divmod.cuh); the
+// 64-bit instantiations, for larger tensors, still divide. A loop is a
+// backward branch: the instructions from a label to a later `bra` that jumps
+// back to it. Skipped in builds without nvcc.
+#include <cxxabi.h>
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/support/skip.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// build/ptx beside the running test binary.
+fs::path ptx_dir() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path("build/ptx") : exe.parent_path() / "ptx";
+}
+// The build made ptx/ when it compiled CUDA: from then on a missing file is a failure, not a skip.
+bool ptx_present() { return fs::is_directory(ptx_dir()); }
+constexpr ember::testing::needs kNeedsPtx{"no PTX next to this test binary (a build without nvcc)", ptx_present};
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string demangle(const std::string& mangled) {
+  int status = 0;
+  char* text = abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status);
+  std::string out = status == 0 && text ? text : mangled;
+  std::free(text);
+  return out;
+}
+
+struct Kernel {
+  std::string name;          // demangled
+  int divisions_in_loops = 0;
+  std::string first;         // the first such instruction
+  int mma = 0;               // tensor-core instructions (wmma.mma.sync, mma.sync)
+};
+
+// Every .entry of a PTX file with the div/rem instructions inside its loops.
+std::vector<Kernel> kernels_of(const std::string& ptx) {
+  static const std::regex entry(R"(^(?:\.visible\s+|\.weak\s+)?\.entry\s+([A-Za-z0-9_$]+)\()");
+  static const std::regex label(R"(^\s*(\$?[A-Za-z0-9_$]+):\s*$)");
+  static const std::regex branch(R"(\bbra(?:\.uni)?\s+(\$?[A-Za-z0-9_$]+)\s*;)");
+  static const std::regex division(R"(\b(?:div|rem)\.(?:full\.)?[su](?:32|64)\b)");
+  std::vector<Kernel> out;
+  std::vector<std::string> body;
+  auto finish = [&] {
+    if (out.empty()) return;
+    std::map<std::string, size_t> labels;
+    std::smatch m;
+    // (std::regex only on the lines a plain find picks: PTX files run to 10^5 lines.)
+    for (size_t i = 0; i < body.size(); ++i)
+      if (!body[i].empty() && body[i].back() == ':' && std::regex_match(body[i], m, label)) labels[m[1]] = i;
+    std::vector<std::pair<size_t, size_t>> loops;
+    for (size_t i = 0; i < body.size(); ++i)
+      if (body[i].find("bra") != std::string::npos && std::regex_search(body[i], m, branch))
+        if (auto it = labels.find(m[1]); it != labels.end() && it->second < i) loops.emplace_back(it->second, i);
+    for (const std::string& line : body) out.back().mma += line.find("mma.sync") != std::string::npos;
+    for (size_t i = 0; i < body.size(); ++i) {
+      const std::string& line = body[i];
+      if (line.find("div.") == std::string::npos && line.find("rem.") == std::string::npos) continue;
+      if (!std::regex_search(line, division)) continue;
+      for (const auto& [from, to] : loops)
+        if (from <= i && i <= to) {
+          if (out.back().divisions_in_loops++ == 0) out.back().first = body[i];
+          break;
+        }
+    }
+    body.clear();
+  };
+  std::istringstream in(ptx);
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (line.find(".entry") != std::string::npos && std::regex_search(line, m, entry)) {
+      finish();
+      out.push_back({demangle(m[1]), 0, "", 0});
+    } else if (!out.empty()) {
+      body.push_back(line);
+    }
+  }
+  finish();
+  return out;
+}
+
+// The template arguments of a demangled kernel name (before its parameter list).
+std::string template_arguments(const std::string& name) {
+  const size_t open = name.find('<'), close = name.find(">(");
+  return open == std::string::npos || close == std::string::npos ? "" : name.substr(open, close - open + 1);
+}
+bool has_64bit_indices(const std::string& name) {
+  return std::regex_search(template_arguments(name), std::regex(R"(\blong\b)"));
+}
+
+}  // namespace
+
+TEST_CASE("cuda ptx: no kernel divides inside a loop (32-bit indices); the 64-bit ones are found dividing" *
+          kNeedsPtx) {
+  const fs::path dir = ptx_dir() / "cuda/kernels";
+  REQUIRE_MESSAGE(fs::exists(dir / "conv.ptx"), (dir / "conv.ptx").string() << " is missing: the build kept no PTX");
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".ptx") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  CHECK(files.size() >= 10);  // one per cuda/kernels/*.cu
+  // Batch norm's per-channel kernels (one thread per channel, summing a few partials) may divide.
+  const std::vector<std::string> per_channel = {"forward_finalize_kernel", "backward_finalize_kernel",
+                                                "eval_coef_kernel"};
+  int checked = 0, wide_dividing = 0;
+  for (const fs::path& path : files) {
+    CAPTURE(path.string());
+    const std::vector<Kernel> kernels = kernels_of(read(path));
+    CHECK(!kernels.empty());
+    for (const Kernel& k : kernels) {
+      bool exempt = false;
+      for (const std::string& name : per_channel) exempt = exempt || k.name.find(name) != std::string::npos;
+      if (exempt) continue;
+      if (has_64bit_indices(k.name)) {
+        wide_dividing += k.divisions_in_loops > 0;
+        continue;
+      }
+      ++checked;
+      if (k.divisions_in_loops > 0)
+        FAIL_CHECK(path.filename().string() << ": " << k.name.substr(0, 200) << ": " << k.divisions_in_loops
+                                            << " div/rem inside loops, e.g. '" << k.first << "'");
+    }
+  }
+  MESSAGE(checked << " kernels with 32-bit (or no) indices checked in " << files.size() << " files; "
+                  << wide_dividing << " 64-bit-index kernels divide in their loops");
+  CHECK(checked >= 200);
+  // The reader finds divisions where they are: the 64-bit instantiations decode with `/` and `%`.
+  CHECK(wide_dividing >= 10);
+}
+
+TEST_CASE("cuda ptx: f16 and bf16 GEMMs and convolutions multiply on the tensor cores, f32 on the FP32 pipes" *
+          kNeedsPtx) {
+  for (const char* file : {"gemm.ptx", "conv.ptx"}) {
+    CAPTURE(file);
+    const fs::path path = ptx_dir() / "cuda/kernels" / file;
+    REQUIRE_MESSAGE(fs::exists(path), path.string() << " is missing: the build kept no PTX");
+    int tensor_half = 0, tensor_bf16 = 0, fp32 = 0;
+    for (const Kernel& k : kernels_of(read(path))) {
+      const std::string args = template_arguments(k.name);
+      if (k.name.find("gemm_tensor_kernel") != std::string::npos) {
+        CAPTURE(k.name.substr(0, 200));
+        CHECK(k.mma > 0);
+        tensor_half += args.rfind("<__half,", 0) == 0;
+        tensor_bf16 += args.rfind("<__nv_bfloat16,", 0) == 0;
+      } else if (k.name.find("gemm_tiled_kernel<float,") != std::string::npos) {
+        CHECK(k.mma == 0);
+        ++fp32;
+      }
+    }
+    CHECK(tensor_half > 0);
+    CHECK(tensor_bf16 > 0);
+    CHECK(fp32 > 0);  // f32 (and 16-bit with the tensor cores switched off)
+  }
+}
