@@ -38,6 +38,7 @@ size_t metadata_values(const Metadata& m, const char* key, const std::string& pa
 // What was taken, what the flags gave instead, and what did not apply.
 struct Adoption {
   std::vector<std::string> taken, given, notes;
+  std::vector<std::string> assumed;  // defaults chosen because the file records nothing
   void take(const std::string& what) { taken.push_back(what); }
 };
 
@@ -51,7 +52,16 @@ std::string joined(const std::vector<std::string>& parts) {
 void adopt_shape(TrainSettings& s, const Flags& flags, const Metadata& m, const std::string& path,
                  const net::InferredResNet& r, Adoption& a) {
   const int size = metadata_size(m, "image_size", path), resize = metadata_size(m, "val_resize", path);
-  if (size == 0) return;
+  if (size == 0) {
+    // A torchvision or timm export: the backbone learnt at ImageNet's 224
+    // crop, which fine-tuning keeps (train_resnet's records-sized default
+    // would shrink it to small photos' size).
+    if (!s.data_train.empty() && !flags.was_set("image-shape")) {
+      s.image_shape = cat(r.in_channels, ",224,224");
+      a.assumed.push_back(cat("image shape ", s.image_shape, " (ImageNet's crop)"));
+    }
+    return;
+  }
   const std::string shape = cat(r.in_channels, ",", size, ",", size);
   if (s.data_train.empty()) {
     if (shape != "1,28,28") a.notes.push_back(cat("image shape ", shape, " (Fashion-MNIST is 1,28,28)"));
@@ -113,8 +123,11 @@ std::string adopt_pretrained_settings(TrainSettings& s, const Flags& flags, cons
   }
   if (a.taken.size() == 1 && a.given.empty() && a.notes.empty())
     return cat("from checkpoint ", path, ": ", a.taken[0], " (its tensors); it records no training settings (a "
-               "torchvision or timm export?): image shape, normalisation and pooling keep the defaults");
+               "torchvision or timm export?): ",
+               a.assumed.empty() ? "image shape, " : cat(joined(a.assumed), "; "),
+               "normalisation and pooling keep the defaults");
   std::string line = cat("from checkpoint ", path, ": ", joined(a.taken));
+  if (!a.assumed.empty()) line += cat("; none recorded, so ", joined(a.assumed));
   if (!a.given.empty()) line += cat("; from the flags instead: ", joined(a.given));
   if (!a.notes.empty()) line += cat("; not taken: ", joined(a.notes));
   return line;

@@ -1,6 +1,7 @@
 // apps/training/train_data.cpp — building the training and validation sources.
 #include "apps/training/train_data.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "apps/training/input_norm.h"
@@ -85,7 +86,25 @@ std::unique_ptr<TrainingData> fashion_mnist_data(const TrainSettings& s, int ran
 
 std::unique_ptr<TrainingData> record_data(const TrainSettings& s, int rank, int world) {
   auto d = std::make_unique<TrainingData>();
-  const auto shape = parse_image_shape(s.image_shape.empty() ? "3,224,224" : s.image_shape);
+  d->train_records = std::make_unique<data::RecordDataset>(s.data_train);
+  if (!s.classes.empty()) d->train_records->select_classes(s.classes);
+  d->train_records->keep_first(s.num_examples);
+  std::vector<int64_t> shape;
+  if (s.image_shape.empty()) {
+    const RecordShape r = default_record_shape(*d->train_records);
+    shape = {r.channels, r.side, r.side};
+    const std::string input = cat("input ", r.channels, "x", r.side, "x", r.side);
+    const char* change = "--image-shape C,H,W sets another";
+    if (r.median_short_side == 0)
+      d->notes.push_back(cat(input, ": the records' index holds no image sizes (", change, ")"));
+    else if (r.side == r.median_short_side)
+      d->notes.push_back(cat(input, ", the records' median short side (", change, ")"));
+    else
+      d->notes.push_back(cat(input, ", ImageNet's crop (the records' median short side is ", r.median_short_side,
+                             " px; ", change, ")"));
+  } else {
+    shape = parse_image_shape(s.image_shape);
+  }
   EMBER_CHECK(shape[0] == 1 || shape[0] == 3, "--image-shape: record data has 1 or 3 channels, got ", shape[0]);
   EMBER_CHECK(shape[1] == shape[2], "--image-shape: record data is cropped square, got ", shape[1], "x", shape[2]);
   d->channels = shape[0];
@@ -107,9 +126,6 @@ std::unique_ptr<TrainingData> record_data(const TrainSettings& s, int rank, int 
   lo.flip = s.random_mirror;
   lo.val_resize = s.val_resize;
   lo.skip_bad = s.skip_bad;
-  d->train_records = std::make_unique<data::RecordDataset>(s.data_train);
-  if (!s.classes.empty()) d->train_records->select_classes(s.classes);
-  d->train_records->keep_first(s.num_examples);
   if (shape[0] == 1 && stored_channels(*d->train_records) == 3)
     d->warnings.push_back(cat("the image shape ", s.image_shape, " has 1 channel and ", s.data_train,
                               " holds RGB images: they are converted to grey as they load (--image-shape 3,",
@@ -148,6 +164,24 @@ std::unique_ptr<TrainingData> record_data(const TrainSettings& s, int rank, int 
 }
 
 }  // namespace
+
+RecordShape default_record_shape(const data::RecordDataset& records) {
+  RecordShape r;
+  r.channels = stored_channels(records) == 1 ? 1 : 3;
+  // Up to ~4000 index entries spread over the set: the index holds every
+  // record's size, so nothing is decoded.
+  const int64_t n = records.size(), step = std::max<int64_t>(1, n / 4000);
+  std::vector<int64_t> sides;
+  for (int64_t i = 0; i < n; i += step) {
+    const data::IndexEntry& e = records.entry(i);
+    if (e.height > 0 && e.width > 0) sides.push_back(std::min(e.height, e.width));
+  }
+  if (sides.empty()) return r;
+  std::nth_element(sides.begin(), sides.begin() + ptrdiff_t(sides.size() / 2), sides.end());
+  r.median_short_side = sides[sides.size() / 2];
+  r.side = std::min<int64_t>(r.median_short_side, 224);
+  return r;
+}
 
 // The model's input normalisation: --rgb-mean/--rgb-std (0-255) or defaults.
 ChannelNorm make_norm(const TrainSettings& s, int channels, std::vector<double> mean, std::vector<double> std) {

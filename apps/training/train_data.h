@@ -36,7 +36,20 @@ struct TrainingData {
   // One line each (without "warning: "), for rank 0 to print once: what the
   // data does that the flags may not have meant (RGB records read as grey).
   std::vector<std::string> warnings;
+  // One line each, for rank 0 to print once: a choice made for the user
+  // (the input size taken from the records).
+  std::vector<std::string> notes;
 };
+
+// The input record data trains at when --image-shape is not given: the
+// records' channels (grey records stay grey, the rest are RGB) and their
+// median short side, at most 224 (ImageNet's crop: records packed with
+// im2rec --resize 256 train at 224, 64-pixel photos at 64). median_short_side
+// is 0 when the index holds no sizes; the side is then 224.
+struct RecordShape {
+  int64_t channels = 3, side = 224, median_short_side = 0;
+};
+RecordShape default_record_shape(const data::RecordDataset& records);
 
 // This rank's shards of the training and validation data.
 std::unique_ptr<TrainingData> make_training_data(const TrainSettings& s, int rank, int world);

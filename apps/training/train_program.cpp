@@ -171,8 +171,10 @@ int run_train_program(const TrainProgram& program, int argc, char** argv) {
   std::fprintf(out, "%s\n", headline(program, s, d.get()).c_str());
   if (!adopted.empty()) std::fprintf(out, "%s\n", adopted.c_str());
   for (const std::string& w : flag_warnings) std::fprintf(out, "warning: %s\n", w.c_str());
-  if (d)
+  if (d) {
+    for (const std::string& n : d->notes) std::fprintf(out, "%s\n", n.c_str());
     for (const std::string& w : d->warnings) std::fprintf(out, "warning: %s\n", w.c_str());
+  }
   // The default recipe's lr and epochs (--lr 0, --num-epochs 0), fixed first so that the start line shows them.
   const std::string recipe = resolve_default_recipe(s, env.world, d ? d->train->batches_per_epoch() : 0);
   std::fprintf(out, "Start training with: %s\n", flags.settings().c_str());

@@ -102,7 +102,8 @@ void declare_train_flags(Flags& f, TrainSettings& s) {
   f.add("threads", &s.threads, "CPU threads (0: all cores, shared out among the ranks on this host)");
   f.add("benchmark", &s.benchmark, "1: time training steps on synthetic data and print img/s only");
   f.add("image-shape", &s.image_shape,
-        "input C,H,W: record data's output (default 3,224,224; 1,H,W reads colour records as grey), or the "
+        "input C,H,W: record data's output (default: the records' channels and median short side, at most "
+        "224; finetune_resnet: the checkpoint's, else 3,224,224; 1,H,W reads colour records as grey), or the "
         "benchmark's; Fashion-MNIST is 1,28,28");
   f.add("num-batches", &s.num_batches, "benchmark: timed batches (after 3 warm-up batches)");
   f.add("profile", &s.profile, "1: time every CPU kernel call and print a table by kernel and dtype at the end");

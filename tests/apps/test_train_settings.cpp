@@ -58,23 +58,23 @@ struct Parsed {
 // A record file of `per_class` uniform RGB PNGs (size x size) of each of
 // four classes "a".."d"; class k's pixels are 20 + 50 k, so a loaded image
 // tells its original class.
-std::string write_records(const TempDir& dir, const std::string& name, int per_class, int size) {
+std::string write_records(const TempDir& dir, const std::string& name, int per_class, int size, int channels = 3) {
   data::RecordFileSettings settings;
   settings.class_names = {"a", "b", "c", "d"};
   settings.num_classes = 4;
-  settings.channels = 3;
+  settings.channels = uint32_t(channels);
   const std::string path = dir.file(name);
   data::RecordWriter w(path, settings);
   for (int i = 0; i < 4 * per_class; ++i) {
     const int label = i % 4;
     data::Image img;
-    img.height = size, img.width = size, img.channels = 3;
-    img.pixels.assign(size_t(size * size * 3), uint8_t(20 + 50 * label));
+    img.height = size, img.width = size, img.channels = channels;
+    img.pixels.assign(size_t(size * size * channels), uint8_t(20 + 50 * label));
     std::vector<uint8_t> png;
     data::encode_png(img, png);
     data::RecordInput in;
     in.id = uint64_t(i), in.label = label;
-    in.height = uint32_t(size), in.width = uint32_t(size), in.channels = 3;
+    in.height = uint32_t(size), in.width = uint32_t(size), in.channels = uint32_t(channels);
     in.encoding = data::Encoding::png;
     in.payload = png.data(), in.payload_length = png.size();
     w.add(in);
@@ -174,6 +174,42 @@ TEST_CASE("settings: the first line's account of the data; --classes and --num-e
   }
 }
 
+TEST_CASE("settings: without --image-shape, records train at their median short side (at most 224) and channels") {
+  TempDir dir;
+  const std::string small = write_records(dir, "small.erec", 3, 16), mid = write_records(dir, "mid.erec", 3, 40),
+                    big = write_records(dir, "big.erec", 1, 300), grey = write_records(dir, "grey.erec", 2, 24, 1);
+  const auto shape_of = [](const std::string& spec) { return default_record_shape(data::RecordDataset(spec)); };
+  // 12 images of 16 px, 12 of 40, 4 of 300: the median, not the mean (~80) or the largest.
+  const RecordShape mixed = shape_of(small + "," + mid + "," + big);
+  CHECK(mixed.median_short_side == 40);
+  CHECK(mixed.side == 40);
+  CHECK(mixed.channels == 3);
+  const RecordShape large = shape_of(big);
+  CHECK(large.median_short_side == 300);
+  CHECK(large.side == 224);  // ImageNet's crop at most
+  CHECK(shape_of(grey).channels == 1);
+  CHECK(shape_of(grey).side == 24);
+
+  Parsed p({"--data-train", mid, "--data-nthreads", "1", "--batch-size", "4"});
+  const auto d = make_training_data(p.s, 0, 1);
+  CHECK(d->image_size == 40);
+  CHECK(d->channels == 3);
+  CHECK(d->summary == "records " + mid + " (12 images, no validation, 3x40x40, 4 classes)");
+  CHECK(d->notes == Strings{"input 3x40x40, the records' median short side (--image-shape C,H,W sets another)"});
+  data::Batch b;
+  d->train_loader->start_epoch(0);
+  REQUIRE(d->train_loader->next(b));
+  CHECK(b.images.shape() == Shape{4, 3, 40, 40});
+  Parsed q({"--data-train", big, "--data-nthreads", "1", "--batch-size", "4"});
+  CHECK(make_training_data(q.s, 0, 1)->notes ==
+        Strings{"input 3x224x224, ImageNet's crop (the records' median short side is 300 px; --image-shape C,H,W sets "
+                "another)"});
+  Parsed given({"--data-train", mid, "--image-shape", "3,32,32"});  // the flag wins, without a note
+  const auto g = make_training_data(given.s, 0, 1);
+  CHECK(g->image_size == 32);
+  CHECK(g->notes.empty());
+}
+
 TEST_CASE("finetune settings: the checkpoint's image shape, normalisation, pooling and depth are taken unless flags give them") {
   net::ResNetConfig cfg;
   cfg.num_layers = 8;
@@ -223,20 +259,29 @@ TEST_CASE("finetune settings: the checkpoint's image shape, normalisation, pooli
                        "r8-0004.safetensors: metadata image_size is not a size: 'big'", Error);
 }
 
-TEST_CASE("finetune settings: a file without training metadata (a torchvision export) keeps the defaults and says so") {
+TEST_CASE("finetune settings: a file without training metadata (a torchvision export) keeps ImageNet's 224 and says so") {
   net::ResNetConfig cfg;
   cfg.num_layers = 8;
   cfg.in_channels = 3;
   const SafetensorsFile file = pretrained_file(cfg, {{"format", "pt"}});
   const net::InferredResNet r = net::infer_resnet_config(file, "tv.safetensors");
+  // On records the backbone's 224 crop is kept, not train_resnet's records-sized default.
   Parsed p({"--data-train", "photos.erec"}, true);
   CHECK(adopt_pretrained_settings(p.s, p.flags, file, "tv.safetensors", r) ==
         "from checkpoint tv.safetensors: resnet-8 (its tensors); it records no training settings (a torchvision or "
-        "timm export?): image shape, normalisation and pooling keep the defaults");
+        "timm export?): image shape 3,224,224 (ImageNet's crop); normalisation and pooling keep the defaults");
   CHECK(p.s.num_layers == 8);
-  CHECK(p.s.image_shape.empty());
+  CHECK(p.s.image_shape == "3,224,224");
   CHECK(p.s.rgb_mean.empty());
   CHECK(p.s.pool == "avg");
+  Parsed sized({"--data-train", "photos.erec", "--image-shape", "3,96,96"}, true);
+  adopt_pretrained_settings(sized.s, sized.flags, file, "tv.safetensors", r);
+  CHECK(sized.s.image_shape == "3,96,96");
+  Parsed fashion({}, true);  // Fashion-MNIST keeps its own 1x28x28
+  CHECK(adopt_pretrained_settings(fashion.s, fashion.flags, file, "tv.safetensors", r) ==
+        "from checkpoint tv.safetensors: resnet-8 (its tensors); it records no training settings (a torchvision or "
+        "timm export?): image shape, normalisation and pooling keep the defaults");
+  CHECK(fashion.s.image_shape.empty());
 }
 
 TEST_CASE("dist settings: ranks on one host share its cores; --threads and OMP_NUM_THREADS come first") {
