@@ -177,6 +177,8 @@ int run_train_program(const TrainProgram& program, int argc, char** argv) {
   }
   // The default recipe's lr and epochs (--lr 0, --num-epochs 0), fixed first so that the start line shows them.
   const std::string recipe = resolve_default_recipe(s, env.world, d ? d->train->batches_per_epoch() : 0);
+  // On record data the built-in data set's name would mislead in the settings line.
+  if (!s.data_train.empty() && !flags.was_set("dataset")) s.dataset.clear();
   std::fprintf(out, "Start training with: %s\n", flags.settings().c_str());
   if (!recipe.empty()) std::fprintf(out, "%s\n", recipe.c_str());
   if (device.is_cpu())  // what ran: EMBER_CPU_ISA and EMBER_CPU_CONV change these (docs/cpu_backend.md)
