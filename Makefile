@@ -383,20 +383,26 @@ FUZZ_CI_SECONDS ?= 10
 # checked in-process by the comm: tests) and the two model-zoo comparisons
 # (~17 s, building ResNet-18/50 and reading their names and shapes).
 ASAN_TEST_EXCLUDE := integration:*,finetune_resnet: features pretrained*,torchvision parity: predict*,data-parallel: 2 and 4 ranks*,dist process:*,resnet: parameter counts match*,resnet: torchvision*state_dict names*
-# make test — the newcomer's check (minutes): the plain tree, the whole
-# doctest suite (GPU test cases skip without a device), the CUDA kernels on
-# the emulator once, and the commands of docs/guide.md. make test and make
-# train compile CUDA code for one architecture, LOCAL_CUDA_ARCH: this
-# machine's GPU, or without one the newest of CUDA_ARCH (a plain make
-# builds them all; CI's make check sets CUDA_ARCH=90).
+# make test — the newcomer's check (at most 10 minutes on 2 cores from a
+# fresh clone): the plain tree without the emulator's profiling tools
+# (kernel_lab_sim, bench_cudasim: make builds them), the doctest suite with
+# EMBER_QUICK=1 (GPU test cases skip without a device; the slow variants of
+# end-to-end trainings skip with their reason, make check runs them), the
+# CUDA kernels on the emulator once, and the commands of docs/guide.md. make
+# test and make train compile CUDA code for one architecture,
+# LOCAL_CUDA_ARCH: this machine's GPU, or without one the newest of
+# CUDA_ARCH (a plain make builds them all; CI's make check sets CUDA_ARCH=90).
 GPU_ARCH  := $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d '.' | awk '$$1 >= 80')
 LOCAL_CUDA_ARCH := $(or $(GPU_ARCH),$(lastword $(shell printf '%s\n' $(CUDA_ARCH) | sort -n)))
-QUICK_SUITES := $(TEST_BIN) $(SIM_TEST_BIN) $(if $(wildcard docs/guide.md),"bash tests/docs/run_guide_commands.sh docs/guide.md")
+GUIDE_SUITE := $(if $(wildcard docs/guide.md),"bash tests/docs/run_guide_commands.sh docs/guide.md")
+QUICK_SUITES := "EMBER_QUICK=1 $(TEST_BIN)" $(SIM_TEST_BIN) $(GUIDE_SUITE)
+FULL_SUITES  := $(TEST_BIN) $(SIM_TEST_BIN) $(GUIDE_SUITE)
 test: deps
-	@$(MAKE) --no-print-directory -j$(NPROC) CUDA_ARCH="$(LOCAL_CUDA_ARCH)" all
+	@$(MAKE) --no-print-directory -j$(NPROC) CUDA_ARCH="$(LOCAL_CUDA_ARCH)" info $(LIBS) $(APPS) $(TEST_BIN) $(SIM_TEST_BIN)
 	@bash tests/run_tests.sh $(QUICK_SUITES)
 
-# make check — everything CI runs: make test's suites, the emulator again
+# make check — everything CI runs: everything make builds, make test's suites
+# with the doctest suite in full (its slow variants too), the emulator again
 # with CUDASIM_SCHEDULE=reverse, the whole CPU suite and the emulator suite
 # under AddressSanitizer + UBSan, the threaded loader and packer tests under
 # ThreadSanitizer, and every libFuzzer target for FUZZ_CI_SECONDS.
@@ -405,7 +411,7 @@ check: deps fuzz-deps
 	@$(MAKE) --no-print-directory -j$(NPROC) BUILD=$(ASAN_BUILD) SANITIZE=1 CUDA=0 TEST_OBJ_FROM=$(BUILD) \
 	  $(ASAN_BUILD)/test_ember $(patsubst $(BUILD)/%,$(ASAN_BUILD)/%,$(APPS)) $(if $(filter 1,$(SIM)),$(ASAN_BUILD)/test_sim)
 	@$(MAKE) --no-print-directory fuzz-build
-	@bash tests/run_tests.sh $(QUICK_SUITES) $(if $(filter 1,$(SIM)),"CUDASIM_SCHEDULE=reverse $(BUILD)/test_sim" $(ASAN_BUILD)/test_sim) \
+	@bash tests/run_tests.sh $(FULL_SUITES) $(if $(filter 1,$(SIM)),"CUDASIM_SCHEDULE=reverse $(BUILD)/test_sim" $(ASAN_BUILD)/test_sim) \
 	  "$(ASAN_BUILD)/test_ember '-tce=$(ASAN_TEST_EXCLUDE)'" \
 	  $(TSAN_BUILD)/test_loader "bash tests/fuzz/run_fuzz.sh --build $(FUZZ_BUILD) --seconds $(FUZZ_CI_SECONDS)"
 

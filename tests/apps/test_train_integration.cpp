@@ -20,6 +20,7 @@
 #include "data/fashion_mnist.h"
 #include "net/checkpoint.h"
 #include "net/resnet.h"
+#include "tests/support/skip.h"
 #include "tests/support/test_helpers.h"
 #include "tests/support/train_recipe.h"
 
@@ -77,7 +78,8 @@ TEST_CASE("integration: ResNet-14 on 5k Fashion-MNIST images reaches >= 80% on 1
   CHECK(run.evaluated_after == doctest::Approx(r.validation_accuracy));
 }
 
-TEST_CASE("integration: the same run in fp16 (f32 masters, dynamic loss scaling) lands with fp32") {
+TEST_CASE("integration: the same run in fp16 (f32 masters, dynamic loss scaling) lands with fp32" *
+          ember::testing::slow_variant) {
   const SmallRun& half = small_run(DType::f16);
   const SmallRun& full = small_run(DType::f32);
   MESSAGE("fp16: test accuracy " << half.result.validation_accuracy << " (fp32 " << full.result.validation_accuracy
@@ -95,7 +97,8 @@ TEST_CASE("integration: the same run in fp16 (f32 masters, dynamic loss scaling)
   CHECK(std::abs(half.evaluated_after - half.result.validation_accuracy) <= 0.01);
 }
 
-TEST_CASE("integration: the same run in bf16 (f32 masters, no loss scaling) lands with fp32") {
+TEST_CASE("integration: the same run in bf16 (f32 masters, no loss scaling) lands with fp32" *
+          ember::testing::slow_variant) {
   const SmallRun& half = small_run(DType::bf16);
   const SmallRun& full = small_run(DType::f32);
   MESSAGE("bf16: test accuracy " << half.result.validation_accuracy << " (fp32 " << full.result.validation_accuracy

@@ -25,6 +25,7 @@
 #include "data/packer.h"
 #include "data/record_file.h"
 #include "net/resnet.h"
+#include "tests/support/skip.h"
 #include "tests/support/test_helpers.h"
 #include "tests/support/train_recipe.h"
 
@@ -72,7 +73,8 @@ data::LoaderOptions loader_options(bool validation) {
 
 }  // namespace
 
-TEST_CASE("integration: Fashion-MNIST as PNG folders -> im2rec -> loader trains ResNet-14 to >= 80%") {
+TEST_CASE("integration: Fashion-MNIST as PNG folders -> im2rec -> loader trains ResNet-14 to >= 80%" *
+          ember::testing::slow_variant) {
   const TempDir tmp;
   const fs::path& dir = tmp.path;
   const data::ImageSet train = data::subset(data::load_fashion_mnist(data::kFashionMnistDir, true), 0, 5000);

@@ -16,7 +16,7 @@ namespace {
 
 std::string lab_path() { return ember::testing::process::binary_dir() + "/kernel_lab_sim"; }
 bool lab_built() { return ::access(lab_path().c_str(), X_OK) == 0; }
-const ember::testing::needs kLab{"build/kernel_lab_sim is not built in this tree (the AddressSanitizer build)",
+const ember::testing::needs kLab{"build/kernel_lab_sim is not built in this tree (make test and the AddressSanitizer build leave it out; make builds it)",
                                  lab_built};
 
 std::string run_lab(const std::vector<std::string>& args, int* code) {

@@ -16,6 +16,7 @@
 #pragma once
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -41,5 +42,16 @@ inline std::vector<Need>& registered_needs() {
 inline void needs::fill(doctest::detail::TestCase& tc) const {
   registered_needs().push_back({tc.m_file.c_str(), tc.m_line, *this});
 }
+
+// A slow variant of what a quicker test case already covers (another
+// precision of an end-to-end training, the same training through another
+// data path). make check runs it; make test sets EMBER_QUICK=1, which skips
+// it with this reason, so that the newcomer's check stays within minutes.
+inline bool full_suite() {
+  const char* quick = std::getenv("EMBER_QUICK");
+  return quick == nullptr || *quick == '\0' || std::string(quick) == "0";
+}
+inline const needs slow_variant{"a slow variant of an end-to-end test (EMBER_QUICK=1, make test; make check runs it)",
+                                full_suite};
 
 }  // namespace ember::testing
