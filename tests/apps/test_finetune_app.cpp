@@ -192,6 +192,8 @@ TEST_CASE("finetune_resnet: an ember checkpoint trained on records at 3x32x32 gi
   CHECK(lines_of(pre_log).at(0) == "training resnet-8 on records " + train + " (48 train / 16 validation images, "
                                    "3x32x32, 4 classes)");
   CHECK(lines_of(pre_log).at(1).rfind("Start training with: ", 0) == 0);
+  // A record run's settings line does not name the built-in data set.
+  CHECK(contains(lines_of(pre_log).at(1), " dataset= "));
   const std::string pretrained = net::checkpoint_path(dir.file("pre"), 1);
 
   std::vector<std::string> ft = {program("finetune_resnet"), "--pretrained-model", pretrained, "--classes", "3,1",
