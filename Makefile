@@ -421,7 +421,8 @@ check: deps fuzz-deps
 # no padded random crops (in 4 epochs the crops cost more than they give:
 # 92.86% without, 92.07% with, docs/benchmarks.md#make-train-recipes),
 # checkpoints under build/checkpoints/. On a CPU with AVX512-BF16 it trains
-# in bf16 (same accuracy, 1.38x the speed); TRAIN_PRECISION=fp32 keeps f32.
+# in bf16 (1.38x the speed; the same accuracy was measured with the older
+# 10-epoch recipe, not yet with this one); TRAIN_PRECISION=fp32 keeps f32.
 # Only train_resnet is built.
 TRAIN_EPOCHS ?= 4
 HAVE_BF16 := $(shell grep -qm1 avx512_bf16 /proc/cpuinfo 2>/dev/null && echo 1)

@@ -79,8 +79,8 @@ void adopt_shape(TrainSettings& s, const Flags& flags, const Metadata& m, const 
 
 // --rgb-mean / --rgb-std: the normalisation the backbone learnt with.
 void adopt_norm(TrainSettings& s, const Flags& flags, const Metadata& m, const std::string& path, Adoption& a) {
-  const int channels = s.data_train.empty() ? 1 : int(parse_image_shape(s.image_shape.empty() ? "3,224,224"
-                                                                                                : s.image_shape)[0]);
+  // On record data adopt_shape has set the image shape (the checkpoint's, ImageNet's or the flag's).
+  const int channels = s.data_train.empty() ? 1 : int(parse_image_shape(s.image_shape)[0]);
   const struct {
     const char *key, *flag, *name;
     std::string* value;
