@@ -1,9 +1,12 @@
 // net/checkpoint.cpp — saving and strictly loading model / optimizer state.
 #include "net/checkpoint.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <set>
 
+#include "net/json.h"
 #include "net/safetensors.h"
 
 namespace ember::net {
@@ -48,7 +51,7 @@ std::map<std::string, std::string> load_model(const std::string& path, Module& m
                 ", the model expects ", dtype_name(t->dtype()));
   }
   for (auto& [name, t] : file.tensors)
-    EMBER_CHECK(expected.count(name), path, ": unexpected tensor \"", name, "\" that this model does not have");
+    EMBER_CHECK(expected.count(name), path, ": unexpected tensor ", json::shown(name), " that this model does not have");
   // All checks passed: only now overwrite the model.
   for (auto& [name, t] : model.state()) t->copy_from(*file.find(name));
   return file.metadata;
@@ -62,11 +65,11 @@ void load_optimizer(const std::string& path, SGD& opt) {
   SafetensorsFile file = load_safetensors(path);
   int64_t steps = 0;
   if (auto it = file.metadata.find("steps"); it != file.metadata.end()) {
-    try {
-      steps = std::stoll(it->second);
-    } catch (const std::exception&) {
-      fail(cat(path, ": metadata 'steps' is not a number: '", it->second, "'"));
-    }
+    char* end = nullptr;
+    errno = 0;
+    steps = std::strtoll(it->second.c_str(), &end, 10);
+    EMBER_CHECK(!it->second.empty() && *end == '\0' && errno == 0 && steps >= 0, path,
+                ": metadata 'steps' is not an integer >= 0: ", json::shown(it->second));
   }
   try {
     opt.load_state(file.tensors, steps);

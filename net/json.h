@@ -83,5 +83,8 @@ void write_string(std::string& out, std::string_view s);
 // closing quote, so a hostile 50 MB name cannot flood an error message.
 std::string quote(std::string_view s, size_t max_bytes = SIZE_MAX);
 constexpr size_t kMessageNameBytes = 200;  // the cap error messages use
+// A string read from a file (a tensor name, a metadata value) as an error
+// message shows it: quoted, escaped onto one line, cut at kMessageNameBytes.
+inline std::string shown(std::string_view s) { return quote(s, kMessageNameBytes); }
 
 }  // namespace ember::json

@@ -36,8 +36,7 @@ const DTypeInfo& info_of(DType t) {
   fail(cat("safetensors: dtype ", dtype_name(t), " has no safetensors name"));
 }
 
-// A name from a file, quoted for an error message: escaped, one line, capped.
-std::string shown(const std::string& name) { return json::quote(name, json::kMessageNameBytes); }
+using json::shown;
 
 std::string dims_str(const std::vector<int64_t>& dims) {
   std::string s = "[";

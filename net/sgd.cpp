@@ -5,6 +5,7 @@
 #include <map>
 
 #include "engine/autograd.h"
+#include "net/json.h"
 #include "ops/ops.h"
 
 namespace ember::net {
@@ -36,8 +37,8 @@ SGD::SGD(std::vector<NamedParameter> params, const SgdOptions& options,
     }
     slots_.push_back(std::move(s));
   }
-  EMBER_CHECK(by_name.empty(), "SGD: master weights for '", by_name.empty() ? "" : by_name.begin()->first,
-              "', which is not an f16 or bf16 parameter of the model");
+  EMBER_CHECK(by_name.empty(), "SGD: master weights for ", json::shown(by_name.empty() ? "" : by_name.begin()->first),
+              ", which is not an f16 or bf16 parameter of the model");
 }
 
 Tensor SGD::update_gradient(Slot& s) {
@@ -134,13 +135,13 @@ void SGD::load_state(const std::vector<std::pair<std::string, Tensor>>& state, i
     for (Slot& s : slots_) {
       if ("momentum." + s.param.name != name) continue;
       const Tensor& w = s.master.defined() ? s.master : *s.param.tensor;  // momentum has the master's dtype
-      EMBER_CHECK(t.shape() == w.shape() && t.dtype() == w.dtype(), "optimizer state '", name, "' is ", t.str(),
+      EMBER_CHECK(t.shape() == w.shape() && t.dtype() == w.dtype(), "optimizer state ", json::shown(name), " is ", t.str(),
                   " but the parameter is ", w.str());
       s.momentum = t.to(w.device()).clone();
       found = true;
       break;
     }
-    EMBER_CHECK(found, "optimizer state '", name, "' matches no parameter of the model");
+    EMBER_CHECK(found, "optimizer state ", json::shown(name), " matches no parameter of the model");
   }
   steps_ = steps;
 }

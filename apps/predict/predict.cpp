@@ -338,8 +338,8 @@ void resolve_input_size(Settings& s, const std::map<std::string, std::string>& m
     if (it == metadata.end()) return 0;
     char* end = nullptr;
     const long v = std::strtol(it->second.c_str(), &end, 10);
-    EMBER_CHECK(!it->second.empty() && *end == '\0' && v > 0 && v <= 65536, s.model, ": metadata ", key, " is not a size: '",
-                it->second, "'");
+    EMBER_CHECK(!it->second.empty() && *end == '\0' && v > 0 && v <= 65536, s.model, ": metadata ", key, " is not a size: ",
+                json::shown(it->second));
     return int(v);
   };
   const int trained_size = number("image_size"), trained_resize = number("val_resize");

@@ -3,6 +3,7 @@
 #include "apps/training/cpu_choices.h"
 
 #include "engine/error.h"
+#include "net/json.h"
 #include "ops/cpu/conv/conv_bf16_kernels.h"
 #include "ops/cpu/conv/conv_policy.h"
 
@@ -15,8 +16,8 @@ const char* const kBf16TilesKey = "cpu.bf16_tiles";
 int read_flag(const std::map<std::string, std::string>& meta, const char* key, const std::string& path) {
   const auto it = meta.find(key);
   if (it == meta.end()) return -1;
-  EMBER_CHECK(it->second == "0" || it->second == "1", path, ": metadata ", key, " is '", it->second,
-              "' (expected 0 or 1)");
+  EMBER_CHECK(it->second == "0" || it->second == "1", path, ": metadata ", key, " is ", json::shown(it->second),
+              " (expected 0 or 1)");
   return it->second == "1" ? 1 : 0;
 }
 

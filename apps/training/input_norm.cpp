@@ -3,6 +3,7 @@
 
 #include "apps/training/flags.h"
 #include "engine/error.h"
+#include "net/json.h"
 
 namespace ember::apps {
 
@@ -22,7 +23,7 @@ std::vector<double> pick_stats(const std::string& flag_text, const char* flag, c
     try {
       v = parse_number_list(it->second, key);
     } catch (const Error&) {
-      fail(cat(model_path, ": metadata ", key, " '", it->second, "' is not a comma-separated list of numbers"));
+      fail(cat(model_path, ": metadata ", key, " ", json::shown(it->second), " is not a comma-separated list of numbers"));
     }
     EMBER_CHECK(int(v.size()) == channels, model_path, ": metadata ", key, " has ", v.size(), " values, the model takes ",
                 channels, " channels");

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "net/json.h"
 
 namespace ember::apps {
 namespace {
@@ -20,7 +21,7 @@ int metadata_size(const Metadata& m, const char* key, const std::string& path) {
   char* end = nullptr;
   const long v = std::strtol(it->second.c_str(), &end, 10);
   EMBER_CHECK(!it->second.empty() && *end == '\0' && v > 0 && v <= 65536, path, ": metadata ", key,
-              " is not a size: '", it->second, "'");
+              " is not a size: ", json::shown(it->second));
   return int(v);
 }
 
@@ -31,7 +32,7 @@ size_t metadata_values(const Metadata& m, const char* key, const std::string& pa
   try {
     return parse_number_list(it->second, key).size();
   } catch (const Error&) {
-    fail(cat(path, ": metadata ", key, " '", it->second, "' is not a comma-separated list of numbers"));
+    fail(cat(path, ": metadata ", key, " ", json::shown(it->second), " is not a comma-separated list of numbers"));
   }
 }
 

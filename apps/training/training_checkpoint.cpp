@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "net/checkpoint.h"
+#include "net/json.h"
 #include "net/safetensors.h"
 
 namespace ember::apps {
@@ -75,8 +76,8 @@ int64_t meta_int(const std::map<std::string, std::string>& m, const char* key, c
   char* end = nullptr;
   errno = 0;
   const long long v = std::strtoll(it->second.c_str(), &end, 10);
-  EMBER_CHECK(!it->second.empty() && *end == '\0' && errno == 0, path, ": metadata '", key, "' is not an integer: '",
-              it->second, "'");
+  EMBER_CHECK(!it->second.empty() && *end == '\0' && errno == 0, path, ": metadata '", key, "' is not an integer: ",
+              json::shown(it->second));
   return v;
 }
 
@@ -86,7 +87,7 @@ double meta_number(const std::map<std::string, std::string>& m, const char* key,
   char* end = nullptr;
   const double v = std::strtod(it->second.c_str(), &end);
   EMBER_CHECK(!it->second.empty() && *end == '\0' && std::isfinite(v), path, ": metadata '", key,
-              "' is not a finite number: '", it->second, "'");
+              "' is not a finite number: ", json::shown(it->second));
   return v;
 }
 

@@ -79,7 +79,7 @@ TEST_CASE("cpu choices: a checkpoint records them and reads them back; unrecorde
 TEST_CASE("cpu choices: a value other than 0 or 1 is an error naming the file and key") {
   const std::map<std::string, std::string> bad = {{"cpu.winograd", "yes"}};
   CHECK_THROWS_WITH_AS(apps::read_cpu_choices(bad, "run/m-0003.states.safetensors"),
-                       "run/m-0003.states.safetensors: metadata cpu.winograd is 'yes' (expected 0 or 1)", Error);
+                       "run/m-0003.states.safetensors: metadata cpu.winograd is \"yes\" (expected 0 or 1)", Error);
   CHECK(apps::read_cpu_choices({{"cpu.bf16_tiles", "1"}}, "x").bf16_tiles == 1);
   CHECK(apps::read_cpu_choices({}, "x").winograd == -1);
 }

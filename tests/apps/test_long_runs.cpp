@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdio>
 #include <random>
 #include <sys/wait.h>
 
@@ -21,7 +22,10 @@
 #include "data/fashion_mnist.h"
 #include "data/image_folder.h"
 #include "data/packer.h"
+#include "ops/ops.h"
+#include "net/checkpoint.h"
 #include "net/json.h"
+#include "net/layers.h"
 #include "net/resnet.h"
 #include "net/safetensors.h"
 #include "tests/support/process_helpers.h"
@@ -425,6 +429,79 @@ TEST_CASE("long runs: checkpoint names, finding the latest complete one, keeping
   CHECK(fs::exists(prefix + "-0002.safetensors"));
   CHECK(fs::exists((dir.path / "run-ab-0099.safetensors").string()));
   CHECK(apps::prune_checkpoints(prefix, 0).empty());  // 0 keeps everything
+}
+
+TEST_CASE("long runs: a states file's metadata values and tensor names reach errors quoted, on one line, capped") {
+  TempDir dir;
+  const std::string model_path = (dir.path / "run-0003-000120.safetensors").string();
+  const std::string states = apps::states_path_of(model_path);
+  net::Linear model(3, 2);
+  net::SGD opt(model.named_parameters(), {0.9, 1e-4, false});
+  Tensor x = Tensor::full({4, 3}, 0.5f);
+  ops::sum(model.forward(x)).backward();
+  opt.step(0.1);  // momentum buffers exist
+  apps::TrainingPosition p;
+  p.epoch = 3, p.batch = 120, p.batch_size = 4;
+  apps::save_training_checkpoint(model_path, model, opt, {}, p);
+  const SafetensorsFile saved = load_safetensors(states);
+  auto rewrite = [&](const std::string& key, const std::string& value) {
+    SafetensorsFile f = saved;
+    f.metadata[key] = value;
+    save_safetensors(states, f.tensors, f.metadata);
+  };
+  auto message = [](auto&& call) -> std::string {
+    try {
+      call();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  auto read_position = [&] { apps::read_training_position(states); };
+  auto read_optimizer = [&] {
+    net::Linear fresh(3, 2);
+    net::SGD o(fresh.named_parameters(), {0.9, 1e-4, false});
+    net::load_optimizer(states, o);
+  };
+
+  // A newline inside a value is shown escaped inside quotes, not printed.
+  rewrite("position.epoch", "3\n4");
+  CHECK(message(read_position) == states + ": metadata 'position.epoch' is not an integer: \"3\\n4\"");
+  // A megabyte value is cut, so the message stays a line a terminal can show.
+  rewrite("elapsed_seconds", std::string(1 << 20, '7') + "x");
+  const std::string long_value = message(read_position);
+  CHECK(contains(long_value, states + ": metadata 'elapsed_seconds' is not a finite number: \"777"));
+  CHECK(contains(long_value, "\"..."));
+  CHECK(long_value.size() < states.size() + 300);
+  // The optimizer's step count is an integer, not a number with text after it.
+  rewrite("steps", "12abc");
+  CHECK(message(read_optimizer) == states + ": metadata 'steps' is not an integer >= 0: \"12abc\"");
+  rewrite("steps", "-1");
+  CHECK(contains(message(read_optimizer), "'steps' is not an integer >= 0"));
+  // A tensor name from the file, with a newline and a tab in it.
+  SafetensorsFile renamed = saved;
+  renamed.tensors.emplace_back("momentum.w\n\teight", renamed.tensors.front().second);
+  save_safetensors(states, renamed.tensors, renamed.metadata);
+  CHECK(message(read_optimizer) ==
+        states + ": optimizer state \"momentum.w\\n\\teight\" matches no parameter of the model");
+  // find_latest_checkpoint's warning about a bad states file is one line too.
+  rewrite("seed", "1\r\n2");
+  std::FILE* warnings = std::tmpfile();
+  REQUIRE(warnings != nullptr);
+  CHECK_FALSE(apps::find_latest_checkpoint((dir.path / "run").string(), warnings).has_value());
+  std::rewind(warnings);
+  std::string said;
+  for (int c; (c = std::fgetc(warnings)) != EOF;) said += char(c);
+  std::fclose(warnings);
+  CHECK(contains(said, "metadata 'seed' is not an integer: \"1\\r\\n2\""));
+  CHECK(std::count(said.begin(), said.end(), '\n') == 1);
+}
+
+TEST_CASE("error messages: a control character that reaches an Error is shown escaped, so the message is one line") {
+  CHECK(std::string(Error("a\nb\rc\td").what()) == "a\\nb\\rc\\td");
+  CHECK(std::string(Error(std::string("x\x01y\x7fz", 5)).what()) == "x\\x01y\\x7fz");
+  CHECK(std::string(Error("caf\xc3\xa9 ok").what()) == "caf\xc3\xa9 ok");  // UTF-8 is left as it is
+  CHECK_THROWS_WITH_AS(EMBER_CHECK(false, "line\n", 2), "line\\n2", Error);
 }
 
 TEST_CASE("long runs: the progress bar's text, durations, and --lr-scaling / --moms flags") {

@@ -256,7 +256,7 @@ TEST_CASE("finetune settings: the checkpoint's image shape, normalisation, pooli
   bad.metadata["image_size"] = "big";
   Parsed any({"--data-train", "photos.erec"}, true);
   CHECK_THROWS_WITH_AS(adopt_pretrained_settings(any.s, any.flags, bad, path, r),
-                       "r8-0004.safetensors: metadata image_size is not a size: 'big'", Error);
+                       "r8-0004.safetensors: metadata image_size is not a size: \"big\"", Error);
 }
 
 TEST_CASE("finetune settings: a file without training metadata (a torchvision export) keeps ImageNet's 224 and says so") {

@@ -76,10 +76,17 @@ struct ScratchFiles {
   std::abort();
 }
 
-// An ember::Error's message must be one line (it is what a user sees).
+// An ember::Error's message must be one line a terminal can show (it is
+// what a user sees): no newline, and bytes quoted from the input are cut
+// (json::shown caps each at 200), so a message stays short whatever the
+// input holds. The scratch paths are short; 2,000 bytes leaves room for a
+// message that quotes a few names.
+constexpr size_t kMaxMessageBytes = 2000;
 inline void check_one_line(const Error& e) {
   const char* m = e.what();
   if (std::strchr(m, '\n') != nullptr) fuzz_fail(std::string("multi-line error message: ") + m);
+  if (std::strlen(m) > kMaxMessageBytes)
+    fuzz_fail("error message of " + std::to_string(std::strlen(m)) + " bytes: " + std::string(m, 300) + "...");
 }
 
 }  // namespace ember::fuzz
