@@ -21,6 +21,13 @@
 # test case per target, and prints its "[fuzz] test cases: ..." summary in
 # doctest's form; so does the guide's command runner
 # (tests/docs/run_guide_commands.sh: "[guide] test cases: ...", one per command).
+#
+# A suite written "shards=N <suite>" runs as N processes of the same binary
+# side by side, each with EMBER_TEST_SHARD=k/N (tests/support/test_main.cpp:
+# every N-th test case), for the suites that keep one core busy (the
+# emulator runs a kernel on one thread): their outputs follow one another,
+# their counts add up, and the kernels that every shard left uncalled fail
+# the suite as a whole-suite run's coverage check would.
 set -u
 results=$(mktemp -d)
 trap 'rm -rf "$results"' EXIT
@@ -33,9 +40,55 @@ for suite in "$@"; do
   : > "$file"
   log=$(mktemp)
   start=$(date +%s)
-  bash -c "exec env EMBER_TEST_RESULTS=$(printf '%q' "$file") $suite" 2>&1 | tee "$log"
-  rc=${PIPESTATUS[0]}
-  summary=$(grep -E '^\[(doctest|fuzz|guide)\] test cases:' "$log" | tail -n 1)
+  shards=1
+  command=$suite
+  if [[ $suite =~ ^shards=([0-9]+)\ +(.*)$ ]]; then
+    shards=${BASH_REMATCH[1]}
+    command=${BASH_REMATCH[2]}
+  fi
+  summary=""
+  if [ "$shards" -le 1 ]; then
+    bash -c "exec env EMBER_TEST_RESULTS=$(printf '%q' "$file") $command" 2>&1 | tee "$log"
+    rc=${PIPESTATUS[0]}
+    summary=$(grep -E '^\[(doctest|fuzz|guide)\] test cases:' "$log" | tail -n 1)
+  else
+    echo "(running $shards shards side by side; each one's output follows when it ends)"
+    pids=()
+    for ((k = 0; k < shards; k++)); do
+      bash -c "exec env EMBER_TEST_RESULTS=$(printf '%q' "$file") EMBER_TEST_SHARD=$k/$shards $command" \
+        > "$log.$k" 2>&1 &
+      pids+=($!)
+    done
+    rc=0
+    sp=0; sf=0; whole=1; missing=""
+    for ((k = 0; k < shards; k++)); do
+      wait "${pids[$k]}"
+      r=$?
+      [ "$r" -ne 0 ] && [ "$rc" -eq 0 ] && rc=$r
+      echo "--- shard $((k + 1)) of $shards (exit $r)"
+      cat "$log.$k"
+      line=$(grep -E '^\[doctest\] test cases:' "$log.$k" | tail -n 1)
+      if [ -z "$line" ]; then
+        whole=0
+      else
+        sp=$((sp + $(echo "$line" | sed -E 's/.*\| *([0-9]+) passed.*/\1/')))
+        sf=$((sf + $(echo "$line" | sed -E 's/.*\| *([0-9]+) failed.*/\1/')))
+      fi
+      # Kernel coverage: what this shard never called (nothing listed: it called them all).
+      if grep -q '^kernel coverage of .*(one shard' "$log.$k"; then
+        mine=$(grep -m1 '^never called:' "$log.$k" | sed 's/^never called://' | tr ' ' '\n' | sed '/^$/d' | sort)
+        if [ -z "$missing" ]; then missing="$mine"; [ -z "$mine" ] && missing="-"
+        elif [ "$missing" != "-" ]; then missing=$(comm -12 <(echo "$missing") <(echo "$mine")); [ -z "$missing" ] && missing="-"
+        fi
+      fi
+      rm -f "$log.$k"
+    done
+    [ "$whole" -eq 1 ] && summary="[doctest] test cases: $((sp + sf)) | $sp passed | $sf failed |"
+    if [ -n "$missing" ] && [ "$missing" != "-" ]; then
+      echo "kernel coverage FAILED: no shard called $(echo $missing | tr '\n' ' ')(every kernel of the CUDA backend must be called)"
+      [ "$rc" -eq 0 ] && rc=1
+    fi
+  fi
   rm -f "$log"
   seconds=$(( $(date +%s) - start ))
   # This run's outcome per test case: the last line for its name; a test case

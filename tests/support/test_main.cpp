@@ -11,7 +11,9 @@
 // tests/run_tests.sh counts from these lines. Then, when the tests ran
 // kernels through the counting table (tests/support/kernel_coverage.h) — the CUDA
 // backend on a GPU or on the emulator — prints how many of ops/kernels.h's
-// kernels they covered. A whole-suite run that missed one fails. One test
+// kernels they covered. A whole-suite run that missed one fails. With
+// EMBER_TEST_SHARD=k/n it runs one shard of the selected test cases (see
+// keep_shard()). One test
 // case lives here, in every binary: char pointers print as text
 // (tests/support/doctest_config.h).
 #define DOCTEST_CONFIG_IMPLEMENT
@@ -19,6 +21,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -61,6 +64,38 @@ bool selected(const doctest::detail::TestCase& tc) {
   const char* file = tc.m_file.c_str();
   return in(file, f[0], true) && !in(file, f[1], false) && in(tc.m_test_suite, f[2], true) &&
          !in(tc.m_test_suite, f[3], false) && in(tc.m_name, f[4], true) && !in(tc.m_name, f[5], false);
+}
+
+// EMBER_TEST_SHARD=k/n (tests/run_tests.sh's "shards=N" suites run N
+// processes of one binary side by side): this process runs every n-th of the
+// selected test cases, in (file, line) order, starting at the k-th (k from
+// 0). The others are moved to a test suite of their own that a
+// --test-suite-exclude filter leaves out, so doctest neither runs them nor
+// counts them as skipped tests. Returns n (1 when the variable is unset).
+int keep_shard() {
+  const char* env = std::getenv("EMBER_TEST_SHARD");
+  if (!env || !*env) return 1;
+  int k = -1, n = 0;
+  char tail = 0;
+  if (std::sscanf(env, "%d/%d%c", &k, &n, &tail) != 2 || n < 1 || k < 0 || k >= n) {
+    std::fprintf(stderr, "EMBER_TEST_SHARD='%s': expected k/n with 0 <= k < n, e.g. 0/2\n", env);
+    std::exit(2);
+  }
+  std::vector<doctest::detail::TestCase*> cases;
+  for (const auto& tc : doctest::detail::getRegisteredTests())
+    if (selected(tc)) cases.push_back(const_cast<doctest::detail::TestCase*>(&tc));
+  std::sort(cases.begin(), cases.end(), [](const doctest::detail::TestCase* a, const doctest::detail::TestCase* b) {
+    const int f = a->m_file.compare(b->m_file);
+    return f != 0 ? f < 0 : a->m_line < b->m_line;
+  });
+  static const char kOtherShard[] = "ember: another shard";
+  // The set orders test cases by line, name and file, never by suite.
+  for (size_t i = 0; i < cases.size(); ++i)
+    if (int(i % size_t(n)) != k) cases[i]->m_test_suite = kOtherShard;
+  doctest::detail::g_cs->filters[3].push_back(kOtherShard);
+  std::printf("[shard] %d of %d: %zu of the %zu selected test cases\n", k + 1, n,
+              (cases.size() + size_t(n - 1 - k)) / size_t(n), cases.size());
+  return n;
 }
 
 // Evaluates the tests/support/skip.h requirements of the selected test cases (each
@@ -160,15 +195,18 @@ TEST_CASE("doctest prints a char pointer as its text, in quotes") {
 int main(int argc, char** argv) {
   doctest::Context context(argc, argv);
   context.setAsDefaultForAssertsOutOfTestCases();  // makes the parsed filters visible to selected()
+  const int shards = keep_shard();
   apply_requirements();
   int rc = context.run();
   if (context.shouldExit()) return rc;
   const auto cov = ember::testing::kernel_coverage();
   if (!cov.used) return rc;
-  const bool whole_suite = !filtered(argc, argv);
+  const bool whole_suite = !filtered(argc, argv) && shards == 1;
   std::printf("kernel coverage of %s: %zu of %d kernels of ops/kernels.h called%s\n", cov.backends.c_str(),
               cov.called.size(), ember::kNumKernels,
-              whole_suite ? "" : " (a filtered run: only a run of the whole suite must call every kernel)");
+              whole_suite           ? ""
+              : filtered(argc, argv) ? " (a filtered run: only a run of the whole suite must call every kernel)"
+                                     : " (one shard: tests/run_tests.sh checks that the shards together call every kernel)");
   if (!cov.missing.empty()) {
     std::printf("never called:");
     for (const auto& m : cov.missing) std::printf(" %s", m.c_str());
