@@ -398,8 +398,8 @@ ASAN_TEST_EXCLUDE := integration:*,finetune_resnet: features pretrained*,torchvi
 GPU_ARCH  := $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d '.' | awk '$$1 >= 80')
 LOCAL_CUDA_ARCH := $(or $(GPU_ARCH),$(lastword $(shell printf '%s\n' $(CUDA_ARCH) | sort -n)))
 GUIDE_SUITE := $(if $(wildcard docs/guide.md),"bash tests/docs/run_guide_commands.sh docs/guide.md")
-# The emulator runs a kernel on one thread: its suites run as two shards
-# side by side (tests/run_tests.sh "shards=2", every other test case each).
+# The emulator runs a kernel on one thread: its suites run as one shard per
+# core side by side (tests/run_tests.sh "shards=N", every N-th test case each).
 SIM_SUITE    := $(if $(SIM_TEST_BIN),"shards=$(NPROC) $(SIM_TEST_BIN)")
 QUICK_SUITES := "EMBER_QUICK=1 $(TEST_BIN)" $(SIM_SUITE) $(GUIDE_SUITE)
 FULL_SUITES  := $(TEST_BIN) $(SIM_SUITE) $(GUIDE_SUITE)

@@ -497,13 +497,6 @@ TEST_CASE("long runs: a states file's metadata values and tensor names reach err
   CHECK(std::count(said.begin(), said.end(), '\n') == 1);
 }
 
-TEST_CASE("error messages: a control character that reaches an Error is shown escaped, so the message is one line") {
-  CHECK(std::string(Error("a\nb\rc\td").what()) == "a\\nb\\rc\\td");
-  CHECK(std::string(Error(std::string("x\x01y\x7fz", 5)).what()) == "x\\x01y\\x7fz");
-  CHECK(std::string(Error("caf\xc3\xa9 ok").what()) == "caf\xc3\xa9 ok");  // UTF-8 is left as it is
-  CHECK_THROWS_WITH_AS(EMBER_CHECK(false, "line\n", 2), "line\\n2", Error);
-}
-
 TEST_CASE("long runs: the progress bar's text, durations, and --lr-scaling / --moms flags") {
   CHECK(apps::format_duration(7) == "0:07");
   CHECK(apps::format_duration(245) == "4:05");
