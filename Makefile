@@ -44,6 +44,9 @@ ARCH      ?= $(if $(filter x86_64,$(MACHINE)),x86-64-v2,native)
 
 # ------------------------------------------------------------ what is here
 NVCC_PATH := $(shell command -v nvcc 2>/dev/null)
+# CUDA given on the command line or in the environment (make test and make
+# train then keep it; see LOCAL_CUDA below).
+CUDA_CHOSEN := $(filter command environment,$(firstword $(origin CUDA)))
 ifeq ($(origin CUDA),undefined)
   CUDA := $(if $(NVCC_PATH),1,0)
 endif
@@ -83,14 +86,18 @@ ifeq ($(SANITIZE),1)
   # and a test run would pass with undefined behaviour in it).
   SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
   LDSAN    := -fsanitize=address,undefined -fno-sanitize-recover=all
-  # -O1, the sanitizers' own advice, for the whole tree; the numeric kernels
-  # and the emulator, where the suites spend their time, get -O2 (see the
-  # pattern rules below). Not -O3: with UBSan, -O3 doubles their compile time
-  # (cuda/kernels/conv.cu for the emulator: 179 s at -O3, 72 s at -O2, 45 s at
-  # -O1) for no measurable speed of the suites (the emulator's convolution
-  # and GEMM tests: 78-102 s at -O3, 84-93 s at -O2; -O1: 122-133 s).
+  # The rest of the tree (engine, net, data, apps, the tests) at -Og
+  # (SAN_OPT): 2/3 of -O1's compile time under the sanitizers (this tree's
+  # compiler time 763 s against 1026 s at -O1), and the sanitizer suites ran
+  # as fast (ASan test_ember: 173 and 169 s at -Og, 173 and 158 s at -O1). The
+  # numeric kernels and the emulator, where the suites spend their time, get
+  # -O2 (see the pattern rules below). Not -O3: with UBSan, -O3 doubles their
+  # compile time (cuda/kernels/conv.cu for the emulator: 179 s at -O3, 72 s at
+  # -O2, 45 s at -O1) for no measurable speed of the suites (the emulator's
+  # convolution and GEMM tests: 78-102 s at -O3, 84-93 s at -O2; -O1: 122-133 s).
   OPT_KERNELS := $(if $(filter 1,$(DEBUG)),-O0 -g,-O2 -march=$(ARCH) -g1) $(SANFLAGS)
-  OPT      := $(if $(filter 1,$(DEBUG)),-O0 -g,-O1 -march=$(ARCH) -g1) $(SANFLAGS)
+  SAN_OPT  ?= -Og
+  OPT      := $(if $(filter 1,$(DEBUG)),-O0 -g,$(SAN_OPT) -march=$(ARCH) -g1) $(SANFLAGS)
   OPT_TESTS := $(OPT)
 endif
 CPPFLAGS := -I. -MMD -MP
@@ -143,6 +150,14 @@ SIMFLAGS := -x c++ -DEMBER_CUDASIM=1 -I$(CUDA_HOME)/include
 ifneq ($(SANITIZE),1)
   PROF_FLAGS := -fsanitize=thread --param tsan-instrument-func-entry-exit=0 -fno-tree-vectorize -fno-tree-slp-vectorize
 endif
+
+# The tree's C++ objects remember the flags they were made with
+# ($(BUILD)/cxx-flags-<hash>, like the nvcc stamp below): make test's
+# CPU-only tree followed by a plain make (CUDA on) recompiles them rather
+# than linking objects built without EMBER_CUDA into a CUDA build.
+CXX_STAMP := $(BUILD)/cxx-flags-$(shell printf '%s' '$(CXX) $(CPPFLAGS) $(OPT) $(OPT_TESTS) $(OPT_KERNELS) $(SIMFLAGS)' | cksum | cut -d' ' -f1)
+$(CXX_STAMP):
+	@mkdir -p $(BUILD) && rm -f $(BUILD)/cxx-flags-* && touch $@
 
 # ----------------------------------------------------------------- sources
 CORE_SRC  := $(wildcard engine/*.cpp ops/*.cpp ops/cpu/*.cpp ops/cpu/gemm/*.cpp ops/cpu/conv/*.cpp net/*.cpp net/dist/*.cpp data/*.cpp)
@@ -201,13 +216,14 @@ ifdef TEST_OBJ_FROM
               $(call obj,$(filter $(TEST_CUDA_DEPENDENT),$(TEST_SRC)) $(if $(filter 1,$(CUDA)),$(TEST_CUDA_SRC)))
 endif
 
-.PHONY: all info deps torch-deps test check train clean
+.PHONY: all info deps torch-deps test test-build check train clean
 all: info $(LIBS) $(APPS) $(TEST_BIN) $(SIM_TEST_BIN) $(SIM_TOOLS)
 
+NO_GPU_NOTE := : no GPU here, so make test and make train skip nvcc; make and make check compile cuda/
 info:
 	@echo "ember build: $(CXX) $$($(CXX) -dumpfullversion) | flags $(OPT) -fopenmp"
 	@echo "  nvcc : $(if $(NVCC_PATH),$(NVCC_PATH) ($(shell $(NVCC_PATH) --version 2>/dev/null | grep -o 'release [0-9.]*')),not found)"
-	@echo "  CUDA : $(if $(filter 1,$(CUDA)),building cuda/ for sm $(CUDA_ARCH),off (CPU-only build))"
+	@echo "  CUDA : $(if $(filter 1,$(CUDA)),building cuda/ for sm $(CUDA_ARCH),off (CPU-only build$(if $(NO_GPU_HERE),$(NO_GPU_NOTE))))"
 	@echo "  cuDNN: $(if $(CUDNN_H),$(CUDNN_H)$(if $(filter 1,$(CUDNN)),, (not used)),not found)"
 	@echo "  NCCL : $(if $(NCCL_H),$(NCCL_H)$(if $(filter 1,$(NCCL)),, (not used)),not found)"
 	@echo "  sim  : $(if $(filter 1,$(SIM)),CUDA emulator (cuda/sim) for the kernel tests,off (no cuda_runtime.h))"
@@ -239,24 +255,33 @@ deps:
 # pointers as text; doctest and the standard headers the tests use); changing
 # that header rebuilds them all.
 TEST_INCLUDE := -include tests/support/doctest_config.h
-$(BUILD)/obj-sim/tests/%: CXXFLAGS += $(TEST_INCLUDE)
 $(call obj,$(TEST_SRC) $(TEST_CUDA_SRC)) $(call simobj,$(TEST_SIM_SRC)): tests/support/doctest_config.h
 # The tree's own test objects read that header precompiled: $(BUILD)/pch/
 # holds a copy and its .gch, made with the test objects' flags, and comes
 # first on their include path, so each test source skips parsing doctest and
 # the standard headers (1-3 s of its 3-20). Where the .gch does not fit the
-# flags, g++ reads the copy beside it instead.
+# flags, g++ reads the copy beside it instead. The emulator suite's test
+# objects (other defines) have their own, $(BUILD)/pch-sim/.
 PCH_DIR := $(BUILD)/pch
 PCH     := $(PCH_DIR)/doctest_config.h.gch
+PCH_SIM_DIR := $(BUILD)/pch-sim
+PCH_SIM := $(PCH_SIM_DIR)/doctest_config.h.gch
+$(BUILD)/obj-sim/tests/%: CXXFLAGS += -I$(PCH_SIM_DIR) -include doctest_config.h
+$(call simobj,$(TEST_SIM_SRC)): $(PCH_SIM)
+$(PCH_SIM_DIR)/doctest_config.h: tests/support/doctest_config.h
+	@mkdir -p $(dir $@)
+	cp $< $@
+$(PCH_SIM): $(PCH_SIM_DIR)/doctest_config.h $(CXX_STAMP)
+	$(CXX) -I. -MMD -MP -DEMBER_CUDASIM=1 -I$(CUDA_HOME)/include -std=c++20 $(OPT_TESTS) -fopenmp $(WARN) -x c++-header $< -o $@
 $(BUILD)/obj/tests/%: CPPFLAGS += -I$(PCH_DIR) -include doctest_config.h
 $(call obj,$(TEST_SRC) $(TEST_CUDA_SRC)): $(PCH)
 $(PCH_DIR)/doctest_config.h: tests/support/doctest_config.h
 	@mkdir -p $(dir $@)
 	cp $< $@
-$(PCH): $(PCH_DIR)/doctest_config.h
+$(PCH): $(PCH_DIR)/doctest_config.h $(CXX_STAMP)
 	$(CXX) -I. -MMD -MP $(filter -D%,$(CPPFLAGS)) $(filter -I$(CUDA_HOME)/include,$(CPPFLAGS)) -std=c++20 $(OPT_TESTS) -fopenmp $(WARN) -x c++-header $< -o $@
 
-$(BUILD)/obj/%.cpp.o: %.cpp
+$(BUILD)/obj/%.cpp.o: %.cpp $(CXX_STAMP)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) $(ISA_FLAGS) -c $< -o $@
 
@@ -301,14 +326,14 @@ $(BUILD)/obj/%.cu.o: %.cu $(NVCC_STAMP)
 
 # Emulator objects: .cu through g++, and the tests of the CUDA backend
 # compiled for the emulator (EMBER_CUDASIM instead of EMBER_CUDA).
-$(BUILD)/obj-sim/%.cu.o: %.cu
+$(BUILD)/obj-sim/%.cu.o: %.cu $(CXX_STAMP)
 	@mkdir -p $(dir $@)
 	$(CXX) -I. -MMD -MP $(SIMFLAGS) $(CXXFLAGS) -c $< -o $@
 $(BUILD)/obj-sim/tests/sim/profiler_kernels.cpp.o: CXXFLAGS += $(PROF_FLAGS)
 
 # The profiler's copy of the kernels (obj-simprof): instrumented, they
 # emulate at about half the speed, so the test suites keep the plain ones.
-$(BUILD)/obj-simprof/%.cu.o: %.cu
+$(BUILD)/obj-simprof/%.cu.o: %.cu $(CXX_STAMP)
 	@mkdir -p $(dir $@)
 	$(CXX) -I. -MMD -MP $(SIMFLAGS) $(CXXFLAGS) $(PROF_FLAGS) -c $< -o $@
 
@@ -316,7 +341,7 @@ $(BUILD)/obj-sim/%.S.o: %.S
 	@mkdir -p $(dir $@)
 	$(CXX) -I. -MMD -MP -c $< -o $@
 
-$(BUILD)/obj-sim/%.cpp.o: %.cpp
+$(BUILD)/obj-sim/%.cpp.o: %.cpp $(CXX_STAMP)
 	@mkdir -p $(dir $@)
 	$(CXX) -I. -MMD -MP -DEMBER_CUDASIM=1 -I$(CUDA_HOME)/include $(CXXFLAGS) -c $< -o $@
 
@@ -370,7 +395,7 @@ NPROC := $(shell nproc 2>/dev/null || echo 2)
 TSAN_SRC := $(wildcard engine/*.cpp data/*.cpp) tests/support/test_main.cpp tests/support/kernel_coverage.cpp \
             tests/data/test_image_loader.cpp tests/data/test_im2rec.cpp
 TSAN_OBJ := $(patsubst %,$(TSAN_BUILD)/obj/%.o,$(TSAN_SRC))
-$(TSAN_BUILD)/obj/%.cpp.o: %.cpp
+$(TSAN_BUILD)/obj/%.cpp.o: %.cpp $(CXX_STAMP)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CPPFLAGS) $(if $(filter tests/%,$<),$(TEST_INCLUDE)) -std=c++20 -O1 -g -fsanitize=thread -fopenmp $(WARN) -c $< -o $@
 $(TSAN_BUILD)/test_loader: $(TSAN_OBJ) $(CORE_LIB)
@@ -392,19 +417,29 @@ ASAN_TEST_EXCLUDE := integration:*,finetune_resnet: features pretrained*,torchvi
 # EMBER_QUICK=1 (GPU test cases skip without a device; the slow variants of
 # end-to-end trainings skip with their reason, make check runs them), the
 # CUDA kernels on the emulator once, and the commands of docs/guide.md. make
-# test and make train compile CUDA code for one architecture,
-# LOCAL_CUDA_ARCH: this machine's GPU, or without one the newest of
-# CUDA_ARCH (a plain make builds them all; CI's make check sets CUDA_ARCH=90).
+# test and make train build for this machine (LOCAL_CUDA): with a GPU, the
+# CUDA code for its architecture only (LOCAL_CUDA_ARCH); without one, no
+# nvcc at all (2 of make test's minutes on 2 cores, for code nothing here
+# could run: the kernels are tested on the emulator, and make and make check
+# compile cuda/ for every CUDA_ARCH; CUDA=1 on the command line keeps it).
 GPU_ARCH  := $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d '.' | awk '$$1 >= 80')
 LOCAL_CUDA_ARCH := $(or $(GPU_ARCH),$(lastword $(shell printf '%s\n' $(CUDA_ARCH) | sort -n)))
-GUIDE_SUITE := $(if $(wildcard docs/guide.md),"bash tests/docs/run_guide_commands.sh docs/guide.md")
+LOCAL_CUDA := $(if $(or $(GPU_ARCH),$(CUDA_CHOSEN)),$(CUDA),0)
+LOCAL_BUILD := CUDA=$(LOCAL_CUDA) CUDA_ARCH="$(LOCAL_CUDA_ARCH)" $(if $(and $(NVCC_PATH),$(filter 0,$(LOCAL_CUDA))),NO_GPU_HERE=1)
 # The emulator runs a kernel on one thread: its suites run as one shard per
-# core side by side (tests/run_tests.sh "shards=N", every N-th test case each).
-SIM_SUITE    := $(if $(SIM_TEST_BIN),"shards=$(NPROC) $(SIM_TEST_BIN)")
-QUICK_SUITES := "EMBER_QUICK=1 $(TEST_BIN)" $(SIM_SUITE) $(GUIDE_SUITE)
-FULL_SUITES  := $(TEST_BIN) $(SIM_SUITE) $(GUIDE_SUITE)
+# core side by side (tests/run_tests.sh "shards=N", every N-th test case
+# each). The guide's commands mostly keep one core busy too: they start in
+# the background ("& ...") and the emulator suite takes the other cores
+# (58 s on 2 cores where one after the other took 77 s).
+NPROC_BESIDE := $(shell echo $$(( $(NPROC) > 1 ? $(NPROC) - 1 : 1 )))
+GUIDE_SUITE := $(if $(wildcard docs/guide.md),"& bash tests/docs/run_guide_commands.sh docs/guide.md")
+SIM_SUITE    := $(if $(SIM_TEST_BIN),"shards=$(if $(GUIDE_SUITE),$(NPROC_BESIDE),$(NPROC)) $(SIM_TEST_BIN)")
+QUICK_SUITES := "EMBER_QUICK=1 $(TEST_BIN)" $(GUIDE_SUITE) $(SIM_SUITE)
+FULL_SUITES  := $(TEST_BIN) $(GUIDE_SUITE) $(SIM_SUITE)
+# (The names are the sub-make's: with CUDA=0 LIBS has no CUDA library.)
+test-build: info $(LIBS) $(APPS) $(TEST_BIN) $(SIM_TEST_BIN)
 test: deps
-	@$(MAKE) --no-print-directory -j$(NPROC) CUDA_ARCH="$(LOCAL_CUDA_ARCH)" info $(LIBS) $(APPS) $(TEST_BIN) $(SIM_TEST_BIN)
+	@$(MAKE) --no-print-directory -j$(NPROC) $(LOCAL_BUILD) test-build
 	@bash tests/run_tests.sh $(QUICK_SUITES)
 
 # make check — everything CI runs: everything make builds, make test's suites
@@ -417,8 +452,9 @@ check: deps fuzz-deps
 	@$(MAKE) --no-print-directory -j$(NPROC) BUILD=$(ASAN_BUILD) SANITIZE=1 CUDA=0 TEST_OBJ_FROM=$(BUILD) \
 	  $(ASAN_BUILD)/test_ember $(patsubst $(BUILD)/%,$(ASAN_BUILD)/%,$(APPS)) $(if $(filter 1,$(SIM)),$(ASAN_BUILD)/test_sim)
 	@$(MAKE) --no-print-directory fuzz-build
-	@bash tests/run_tests.sh $(FULL_SUITES) $(if $(filter 1,$(SIM)),"shards=$(NPROC) CUDASIM_SCHEDULE=reverse $(BUILD)/test_sim" "shards=$(NPROC) $(ASAN_BUILD)/test_sim") \
+	@bash tests/run_tests.sh $(FULL_SUITES) $(if $(filter 1,$(SIM)),"& shards=$(NPROC_BESIDE) $(ASAN_BUILD)/test_sim") \
 	  "$(ASAN_BUILD)/test_ember '-tce=$(ASAN_TEST_EXCLUDE)'" \
+	  $(if $(filter 1,$(SIM)),"shards=$(NPROC_BESIDE) CUDASIM_SCHEDULE=reverse $(BUILD)/test_sim") \
 	  $(TSAN_BUILD)/test_loader "bash tests/fuzz/run_fuzz.sh --build $(FUZZ_BUILD) --seconds $(FUZZ_CI_SECONDS)"
 
 # make train — ResNet-20 on Fashion-MNIST, aiming at >= 92% in 10 minutes on 2 cores:
@@ -435,7 +471,7 @@ HAVE_BF16 := $(shell grep -qm1 avx512_bf16 /proc/cpuinfo 2>/dev/null && echo 1)
 TRAIN_PRECISION ?= $(if $(HAVE_BF16),bf16,fp32)
 TRAIN_ARGS ?=
 train: deps
-	@$(MAKE) --no-print-directory -j$(NPROC) CUDA_ARCH="$(LOCAL_CUDA_ARCH)" $(BUILD)/train_resnet
+	@$(MAKE) --no-print-directory -j$(NPROC) $(LOCAL_BUILD) $(BUILD)/train_resnet
 	$(BUILD)/train_resnet --network resnet --num-layers 20 --dataset fashion-mnist \
 	  --num-epochs $(TRAIN_EPOCHS) --lr 0.4 --moms 0.95,0.85 --random-crop 0 --precision $(TRAIN_PRECISION) \
 	  --model-prefix $(BUILD)/checkpoints/resnet20-fashion-mnist $(TRAIN_ARGS)
@@ -443,7 +479,7 @@ train: deps
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
 
--include $(shell find $(BUILD)/obj $(BUILD)/obj-sim $(BUILD)/obj-simprof $(BUILD)/pch $(TSAN_BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/obj-sim $(BUILD)/obj-simprof $(BUILD)/pch $(BUILD)/pch-sim $(TSAN_BUILD)/obj -name '*.d' 2>/dev/null)
 
 # libFuzzer targets of the parsers (make fuzz, make fuzz-ci).
 include tests/fuzz/fuzz.mk

@@ -86,7 +86,7 @@ fuzz-seeds: $(BUILD)/fuzz_make_seeds
 # The seed writer is a program, not a test: compiled outside $(BUILD)/obj/tests/,
 # whose objects get the Makefile's forced doctest include (and then need
 # doctest's implementation to link).
-$(BUILD)/obj-tools/make_seeds.cpp.o: tests/fuzz/make_seeds.cpp
+$(BUILD)/obj-tools/make_seeds.cpp.o: tests/fuzz/make_seeds.cpp $(CXX_STAMP)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
 
