@@ -3,8 +3,9 @@
 #   make              build the library, the apps and the tests (CPU always,
 #                     CUDA when nvcc is found, the CUDA emulator when CUDA's
 #                     headers are found); prints what it found
-#   make test         the quick check (the plain build, then ~6 min of suites): install
-#                     missing Debian packages, build, run the doctest suite
+#   make test         the quick check (the plain build, then ~3 min of suites): install
+#                     missing Debian packages, build for this machine (no
+#                     nvcc without a GPU), run the doctest suite
 #                     (GPU test cases skip without a device), the CUDA kernels
 #                     on the emulator, and the commands of docs/guide.md
 #   make check        everything CI runs: make test's
@@ -434,13 +435,19 @@ LOCAL_BUILD := CUDA=$(LOCAL_CUDA) CUDA_ARCH="$(LOCAL_CUDA_ARCH)" $(if $(and $(NV
 NPROC_BESIDE := $(shell echo $$(( $(NPROC) > 1 ? $(NPROC) - 1 : 1 )))
 GUIDE_SUITE := $(if $(wildcard docs/guide.md),"& bash tests/docs/run_guide_commands.sh docs/guide.md")
 SIM_SUITE    := $(if $(SIM_TEST_BIN),"shards=$(if $(GUIDE_SUITE),$(NPROC_BESIDE),$(NPROC)) $(SIM_TEST_BIN)")
-QUICK_SUITES := "EMBER_QUICK=1 $(TEST_BIN)" $(GUIDE_SUITE) $(SIM_SUITE)
-FULL_SUITES  := $(TEST_BIN) $(GUIDE_SUITE) $(SIM_SUITE)
+# What a build leaves out is reported as skipped, with why (run_tests.sh
+# "skipped: NAME: REASON"), not left uncounted.
+NO_SIM_SUITE := $(if $(SIM_TEST_BIN),,"skipped: $(BUILD)/test_sim (the CUDA kernels on the emulator): no cuda_runtime.h under $(CUDA_HOME) (SIM=0)")
+NO_CUDA_TESTS = $(if $(filter 1,$(1)),,"skipped: tests/cuda/ in $(TEST_BIN) (the CUDA backend on a GPU): $(2)")
+NO_CUDA_WHY  := $(if $(NVCC_PATH),CUDA=0,no nvcc on the PATH)
+NO_GPU_WHY   := $(if $(and $(NVCC_PATH),$(if $(GPU_ARCH)$(CUDA_CHOSEN),,1)),no GPU here: make test compiles no CUDA code (make check does),$(NO_CUDA_WHY))
+QUICK_SUITES := "EMBER_QUICK=1 $(TEST_BIN)" $(GUIDE_SUITE) $(SIM_SUITE) $(NO_SIM_SUITE)
+FULL_SUITES  := $(TEST_BIN) $(GUIDE_SUITE) $(SIM_SUITE) $(NO_SIM_SUITE)
 # (The names are the sub-make's: with CUDA=0 LIBS has no CUDA library.)
 test-build: info $(LIBS) $(APPS) $(TEST_BIN) $(SIM_TEST_BIN)
 test: deps
 	@$(MAKE) --no-print-directory -j$(NPROC) $(LOCAL_BUILD) test-build
-	@bash tests/run_tests.sh $(QUICK_SUITES)
+	@bash tests/run_tests.sh $(QUICK_SUITES) $(call NO_CUDA_TESTS,$(LOCAL_CUDA),$(NO_GPU_WHY))
 
 # make check — everything CI runs: everything make builds, make test's suites
 # with the doctest suite in full (its slow variants too), the emulator again
@@ -455,7 +462,8 @@ check: deps fuzz-deps
 	@bash tests/run_tests.sh $(FULL_SUITES) $(if $(filter 1,$(SIM)),"& shards=$(NPROC_BESIDE) $(ASAN_BUILD)/test_sim") \
 	  "$(ASAN_BUILD)/test_ember '-tce=$(ASAN_TEST_EXCLUDE)'" \
 	  $(if $(filter 1,$(SIM)),"shards=$(NPROC_BESIDE) CUDASIM_SCHEDULE=reverse $(BUILD)/test_sim") \
-	  $(TSAN_BUILD)/test_loader "bash tests/fuzz/run_fuzz.sh --build $(FUZZ_BUILD) --seconds $(FUZZ_CI_SECONDS)"
+	  $(TSAN_BUILD)/test_loader "bash tests/fuzz/run_fuzz.sh --build $(FUZZ_BUILD) --seconds $(FUZZ_CI_SECONDS)" \
+	  $(call NO_CUDA_TESTS,$(CUDA),$(NO_CUDA_WHY))
 
 # make train — ResNet-20 on Fashion-MNIST, aiming at >= 92% in 10 minutes on 2 cores:
 # fast.ai's one-cycle recipe (peak lr 0.4, momentum cycled 0.95 -> 0.85,

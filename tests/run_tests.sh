@@ -38,6 +38,13 @@
 # (OMP_WAIT_POLICY=passive unless set): libgomp's threads otherwise spin at
 # every barrier, and two suites spinning against each other on 2 cores took
 # 141 s and 134 s where passive waiting took 49 s and 58 s.
+#
+# Every suite has a time limit (EMBER_SUITE_TIMEOUT seconds, default 1200;
+# "timeout=N <suite>" for one suite): past it the suite is stopped and fails,
+# naming the test case it was running. A suite that ran no test case (a
+# filter that matches nothing) fails. A suite written "skipped: NAME: REASON"
+# is one the build left out (SIM=0, CUDA=0): it counts as one skipped entry
+# with its reason.
 set -u
 results=$(mktemp -d)
 trap 'rm -rf "$results"' EXIT
@@ -48,28 +55,42 @@ trap 'rm -rf "$results"' EXIT
 run_suite() {
   local i=$1 suite=$2
   local file="$results/$i" log start shards command summary rc k r line sp sf whole reported missing
-  local seconds counts p f s crashed extra why dp df status=0
+  local seconds counts p f s crashed extra why dp df limit status=0
   local -a pids
-  echo "=== $suite"
   : > "$file"
+  # A suite the build left out: one skipped entry, with its reason.
+  if [[ $suite =~ ^skipped:\ *([^:]+):\ *(.*)$ ]]; then
+    echo "=== ${BASH_REMATCH[1]}: not built, skipped: ${BASH_REMATCH[2]}"
+    printf 'skipped\t[suite %s]\t%s\n' "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}" >> "$file"
+    echo 0 > "$file.status"
+    return
+  fi
+  echo "=== $suite"
   log=$(mktemp)
   start=$(date +%s)
   shards=1
   command=$suite
-  if [[ $suite =~ ^shards=([0-9]+)\ +(.*)$ ]]; then
+  limit=$suite_limit
+  if [[ $command =~ ^timeout=([0-9]+)\ +(.*)$ ]]; then
+    limit=${BASH_REMATCH[1]}
+    command=${BASH_REMATCH[2]}
+  fi
+  if [[ $command =~ ^shards=([0-9]+)\ +(.*)$ ]]; then
     shards=${BASH_REMATCH[1]}
     command=${BASH_REMATCH[2]}
   fi
+  # Each process of the suite gets the time limit (timeout(1): TERM, then KILL 10 s later).
+  local limited="timeout -k 10 $limit"
   summary=""
   if [ "$shards" -le 1 ]; then
-    bash -c "exec env EMBER_TEST_RESULTS=$(printf '%q' "$file") $command" 2>&1 | tee "$log"
+    $limited bash -c "exec env EMBER_TEST_RESULTS=$(printf '%q' "$file") $command" 2>&1 | tee "$log"
     rc=${PIPESTATUS[0]}
     summary=$(grep -E '^\[(doctest|fuzz|guide)\] test cases:' "$log" | tail -n 1)
   else
     echo "(running $shards shards side by side; each one's output follows when it ends)"
     pids=()
     for ((k = 0; k < shards; k++)); do
-      bash -c "exec env EMBER_TEST_RESULTS=$(printf '%q' "$file") EMBER_TEST_SHARD=$k/$shards $command" \
+      $limited bash -c "exec env EMBER_TEST_RESULTS=$(printf '%q' "$file") EMBER_TEST_SHARD=$k/$shards $command" \
         > "$log.$k" 2>&1 &
       pids+=($!)
     done
@@ -115,11 +136,21 @@ run_suite() {
   read -r p f s crashed <<< "$counts"
   extra=""
   [ "$crashed" -gt 0 ] && extra=" ($crashed crashed: $(awk -F'\t' '{ last[$2] = $1 } END { for (n in last) if (last[n] == "running") printf "\"%s\" ", n }' "$file"))"
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+    extra="$extra (timed out: still running after the suite's limit of $limit s)"
+  fi
+  # A filter that selects nothing, a runner that found nothing to run: a
+  # suite that checked nothing fails.
+  if [ $((p + f + s + crashed)) -eq 0 ] && [ "$rc" -eq 0 ]; then
+    rc=1
+    echo "run_tests: '$suite' ran no test case (a filter that matches nothing?)"
+  fi
   if [ -z "$summary" ] || [ "$rc" -ne 0 ]; then
     status=1
     if [ $((f + crashed)) -eq 0 ]; then
       why="exit code $rc"
       [ -z "$summary" ] && why="no doctest summary, exit code $rc"
+      [ $((p + s)) -eq 0 ] && why="no test case ran, exit code $rc"
       extra=" (outside its test cases: $why)"
       printf 'failed\t[suite %s: %s]\n' "$suite" "$why" >> "$file"
       crashed=1  # shown as one failure of this run
@@ -138,6 +169,11 @@ run_suite() {
   fi
   echo "$status" > "$file.status"
 }
+
+# Every suite's time limit in seconds (a suite written "timeout=N <suite>"
+# gets N): a hung suite fails, naming the test case it was running, instead
+# of hanging the run. EMBER_SUITE_TIMEOUT sets the default.
+suite_limit=${EMBER_SUITE_TIMEOUT:-1200}
 
 # Prints the held output of each background suite that has ended.
 background=()

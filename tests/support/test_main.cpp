@@ -13,7 +13,8 @@
 // backend on a GPU or on the emulator — prints how many of ops/kernels.h's
 // kernels they covered. A whole-suite run that missed one fails. With
 // EMBER_TEST_SHARD=k/n it runs one shard of the selected test cases (see
-// keep_shard()). One test
+// keep_shard()). A command line whose filters select no test case fails
+// (exit 1): it would pass having checked nothing. One test
 // case lives here, in every binary: char pointers print as text
 // (tests/support/doctest_config.h).
 #define DOCTEST_CONFIG_IMPLEMENT
@@ -197,8 +198,17 @@ int main(int argc, char** argv) {
   context.setAsDefaultForAssertsOutOfTestCases();  // makes the parsed filters visible to selected()
   const int shards = keep_shard();
   apply_requirements();
+  size_t selected_cases = 0;
+  for (const auto& tc : doctest::detail::getRegisteredTests()) selected_cases += selected(tc);
   int rc = context.run();
   if (context.shouldExit()) return rc;
+  // A filter that selects nothing (a renamed test case, a typo) would pass
+  // having run nothing: it fails instead. (A shard may be empty; the runner
+  // checks that the shards together ran something.)
+  if (selected_cases == 0 && shards == 1) {
+    std::printf("no test case matches this command line's filters: nothing was checked\n");
+    return rc == 0 ? 1 : rc;
+  }
   const auto cov = ember::testing::kernel_coverage();
   if (!cov.used) return rc;
   const bool whole_suite = !filtered(argc, argv) && shards == 1;

@@ -15,6 +15,7 @@
 #include "engine/bfloat16.h"
 #include "ops/cpu/batch_norm_bf16.h"
 #include "ops/cpu/cpu_kernels.h"
+#include "tests/support/skip.h"
 
 namespace ember {
 namespace {
@@ -31,6 +32,9 @@ std::vector<uint16_t> values(size_t n, uint32_t seed, float lo = -2.0f, float hi
 }
 float f(uint16_t h) { return bf16_to_float(h); }
 
+bool have_fused_loops() { return cpu::bf16_batch_norm_loops() != nullptr; }
+const testing::needs kFusedLoops{"no AVX-512 F/BW/DQ/VL on this CPU (the fused bf16 batch-norm loops)", have_fused_loops};
+
 struct Restore {
   ~Restore() {
     cpu::set_bf16_batch_norm_vector(true);
@@ -41,12 +45,10 @@ struct Restore {
 // relu's gradient mask as the loops apply it.
 float masked(const uint16_t* y, const uint16_t* g, size_t i) { return !y || f(y[i]) > 0.0f ? f(g[i]) : 0.0f; }
 
-TEST_CASE("batch norm bf16: the fused loops give the scalar definition (outputs' bits, sums, tails, chunks, in place)") {
+TEST_CASE("batch norm bf16: the fused loops give the scalar definition (outputs' bits, sums, tails, chunks, in place)" *
+          kFusedLoops) {
   const cpu::Bf16BatchNormLoops* k = cpu::bf16_batch_norm_loops();
-  if (!k) {
-    MESSAGE("skipped: no AVX-512 F/BW/DQ/VL on this CPU");
-    return;
-  }
+  REQUIRE(k != nullptr);
   // (Full f32 mantissas, so that products round and the order of the
   // fused multiply-adds shows in the bits.)
   const float m = 0.37219477f, a = 1.71832191f, b = -0.40627313f, d = 0.03906171f;
@@ -204,11 +206,9 @@ double bf16_steps(uint16_t p, uint16_t q) {
   return double(std::abs(a - b)) / std::ldexp(1.0, e - 8);
 }
 
-TEST_CASE("batch norm bf16: the training kernels with the fused loops match the generic path (both orders of work)") {
-  if (!cpu::bf16_batch_norm_loops()) {
-    MESSAGE("skipped: no AVX-512 F/BW/DQ/VL on this CPU");
-    return;
-  }
+TEST_CASE("batch norm bf16: the training kernels with the fused loops match the generic path (both orders of work)" *
+          kFusedLoops) {
+  REQUIRE(cpu::bf16_batch_norm_loops() != nullptr);
   Restore restore;
   struct Shape {
     int64_t N, C, HW;

@@ -17,6 +17,7 @@
 #include "engine/bfloat16.h"
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/elementwise_bf16.h"
+#include "tests/support/skip.h"
 
 namespace ember {
 namespace {
@@ -54,14 +55,15 @@ bool same(cpu::Bf16Binary op, uint16_t a, uint16_t b, uint16_t got, uint16_t wan
   return op != cpu::Bf16Binary::relu_backward && is_nan(a) && is_nan(b) && is_nan(got) && is_nan(want);
 }
 
+bool have_fused_loop() { return cpu::bf16_binary_kernel() != nullptr; }
+const testing::needs kFusedLoop{"no AVX-512 F/BW/DQ/VL on this CPU (the fused bf16 elementwise loop)", have_fused_loop};
+
 const cpu::Bf16Binary kOps[] = {cpu::Bf16Binary::add, cpu::Bf16Binary::add_relu, cpu::Bf16Binary::relu_backward};
 
-TEST_CASE("elementwise bf16: the fused AVX-512 loops give the scalar definition's bits (specials, tails, in place)") {
+TEST_CASE("elementwise bf16: the fused AVX-512 loops give the scalar definition's bits (specials, tails, in place)" *
+          kFusedLoop) {
   const cpu::Bf16BinaryFn fn = cpu::bf16_binary_kernel();
-  if (!fn) {
-    MESSAGE("skipped: no AVX-512 F/BW/DQ/VL on this CPU");
-    return;
-  }
+  REQUIRE(bool(fn));
   for (cpu::Bf16Binary op : kOps) {
     CAPTURE(int(op));
     // Every pair of the special patterns (and more) through one call.
@@ -97,7 +99,8 @@ TEST_CASE("elementwise bf16: the fused AVX-512 loops give the scalar definition'
   }
 }
 
-TEST_CASE("elementwise bf16: add, add_relu and relu_backward give the generic path's bits, fused or not") {
+// (Two paths compared: only where the fused one exists.)
+TEST_CASE("elementwise bf16: add, add_relu and relu_backward give the generic path's bits, fused or not" * kFusedLoop) {
   struct Restore {
     ~Restore() { cpu::set_bf16_binary_vector(true); }
   } restore;
