@@ -23,6 +23,7 @@ template <typename T>
 struct AffineCoefficients {
   T a[kMaxChannels];
   T b[kMaxChannels];
+  using argument_has_no_pointers = void;  // for the emulator's stream-order checker (cuda/sim/argument_pointers.h)
 };
 
 // ----------------------------------------------------------------- kernels

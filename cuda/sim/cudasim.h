@@ -36,6 +36,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "cuda/sim/argument_pointers.h"
 #include "cuda/sim/touch.h"
 
 #include <array>
@@ -301,16 +302,6 @@ inline T from_bits(unsigned long long b) noexcept {
 }
 
 // ------------------------------------------------------------------ launch
-// Memory a launch touches, for the stream-order checker (stream_order.cpp):
-// each pointer argument; a pointer to const reads, any other writes.
-template <typename T>
-constexpr Touch touch_of(const T& v) {
-  if constexpr (std::is_pointer_v<T>)
-    return Touch{static_cast<const void*>(v), !std::is_const_v<std::remove_pointer_t<T>>};
-  else
-    return Touch{};
-}
-
 void launch_impl(void (*run)(void*), void* ctx, const void* kernel, dim3 grid, dim3 block, size_t smem,
                  cudaStream_t stream, const Touch* touches, size_t touch_count);
 
@@ -333,11 +324,12 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaS
     std::tuple<std::decay_t<Params>...> args;
   };
   Ctx ctx{kernel, std::tuple<std::decay_t<Params>...>(std::forward<Args>(args)...)};
-  const auto touches = std::apply(
-      [](const auto&... a) { return std::array<detail::Touch, sizeof...(Params) + 1>{detail::touch_of(a)...}; },
-      ctx.args);
+  // Memory the launch touches, for the stream-order checker: every pointer
+  // of every argument, inside structs too (cuda/sim/argument_pointers.h).
+  std::vector<detail::Touch> touches;
+  std::apply([&touches](const auto&... a) { (detail::add_touches(a, touches), ...); }, ctx.args);
   detail::launch_impl(&detail::run_kernel<Ctx>, &ctx, reinterpret_cast<const void*>(kernel), grid, block, smem, stream,
-                      touches.data(), sizeof...(Params));
+                      touches.data(), touches.size());
 }
 
 }  // namespace cudasim

@@ -22,11 +22,14 @@
 // stream, its last reader. An operation that writes a block must come after
 // all of them, one that reads it after the last writer; otherwise the call
 // fails with cudaErrorIllegalState and a message naming both operations,
-// their streams and the block. A kernel's touches are its pointer
-// arguments (cudasim::launch): a pointer to const reads the block it points
-// into, any other pointer writes it. Pointers inside structs are not seen
-// (a race through them is missed, never invented). Host code that reads or
-// writes memory directly (not through a copy) is not seen either.
+// their streams and the block. A kernel's touches are the pointers its
+// arguments hold (cudasim::launch, cuda/sim/argument_pointers.h): pointer
+// arguments and the pointers inside struct arguments (the GEMM's and the
+// convolutions' operand functors), however deep; a pointer to const reads
+// the block it points into, any other pointer writes it. Pointers inside
+// types that are not aggregates (classes with constructors, closures) are
+// not seen (a race through them is missed, never invented), nor is host
+// code that reads or writes memory directly (not through a copy).
 #define CUDASIM_RUNTIME_BUILD 1
 #include <algorithm>
 #include <mutex>

@@ -6,6 +6,7 @@
 
 #include "data/crc32c.h"
 #include "engine/error.h"
+#include "net/json.h"
 
 namespace ember::net::dist {
 
@@ -43,6 +44,17 @@ std::string ring_hello_problem(const RingHello& h) {
 }
 
 std::string run_id_of(const RingHello& h) { return std::string(h.run_id, strnlen(h.run_id, sizeof h.run_id)); }
+
+std::string ring_hello_mismatch(const RingHello& h, uint16_t role, int rank, int world, const std::string& run_id) {
+  if (std::string problem = ring_hello_problem(h); !problem.empty()) return problem;
+  // (The peer's run id as messages show it: escaped onto one line.)
+  if (run_id_of(h) != run_id) return cat("run id ", json::shown(run_id_of(h)), " (this run is '", run_id, "')");
+  if (int64_t(h.world) != world) return cat("world size ", h.world, " (this run has ", world, ")");
+  if (int64_t(h.rank) != rank || h.role != role)
+    return cat(role == 0 ? "rank " : "an answer as rank ", h.rank, " (role ", h.role, ") where rank ", rank,
+               " was expected");
+  return "";
+}
 
 void seal_frame(FrameHeader& h, const void* payload) {
   h.payload_crc = h.payload_bytes ? data::crc32c(payload, h.payload_bytes) : 0;

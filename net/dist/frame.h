@@ -52,6 +52,9 @@ RingHello make_ring_hello(uint16_t role, int rank, int world, const std::string&
 // Empty when the hello is well formed (magic, version, CRC), else why not.
 std::string ring_hello_problem(const RingHello& h);
 std::string run_id_of(const RingHello& h);
+// Empty when `h` is a well-formed hello of this run from `rank` in the
+// expected role (0: the connecting side, 1: the reply), else why not.
+std::string ring_hello_mismatch(const RingHello& h, uint16_t role, int rank, int world, const std::string& run_id);
 
 struct FrameHeader {
   uint32_t magic = kFrameMagic;

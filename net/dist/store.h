@@ -13,6 +13,7 @@
 // never came. Connections that do not speak the protocol (port scanners,
 // stray bytes) are dropped without disturbing the rendezvous.
 #pragma once
+#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
@@ -58,6 +59,8 @@ class StoreClient {
   // Replies are awaited a few seconds past the deadline: the server's own
   // deadline ends the rendezvous with the better message (who never came).
   StoreClient(const std::string& host, int port, const StoreIdentity& self, Deadline deadline);
+  // Over a connection already made (tests, the fuzz target): says hello.
+  StoreClient(UniqueFd connected, const HostPort& server, const StoreIdentity& self, Deadline deadline);
   void set(const std::string& key, const std::string& value);
   std::string get(const std::string& key);  // waits until the key is set (or the deadline)
   void done();                              // this rank's ring stands
@@ -67,8 +70,9 @@ class StoreClient {
     uint8_t type;
     std::string text;
   };
+  void say_hello(const StoreIdentity& self);
   void send_message(uint8_t type, const std::string& payload);
-  Reply read_reply(const char* waiting_for);
+  Reply read_reply(const char* waiting_for, uint8_t expected);
   HostPort server_;
   Deadline deadline_;
   UniqueFd fd_;
@@ -84,6 +88,26 @@ enum Type : uint8_t { hello = 1, set = 2, get = 3, done = 4, ok = 10, value = 11
 std::string message(uint8_t type, const std::string& payload);
 std::string str(const std::string& s);  // u32 length + bytes
 std::string u32(uint32_t v);
+// Reads a payload's fields, bounds-checked: after a read past the end, ok is false.
+struct Cursor {
+  const std::string& s;
+  size_t pos = 0;
+  bool ok = true;
+  uint32_t u32() {
+    if (s.size() - pos < 4) return ok = false, 0;
+    uint32_t v;
+    std::memcpy(&v, s.data() + pos, 4);
+    pos += 4;
+    return v;
+  }
+  std::string str() {
+    const uint32_t n = u32();
+    if (!ok || n > s.size() - pos) return ok = false, std::string();
+    std::string out = s.substr(pos, n);
+    pos += n;
+    return out;
+  }
+};
 }  // namespace store_wire
 
 }  // namespace ember::net::dist

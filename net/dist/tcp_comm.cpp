@@ -38,16 +38,10 @@ UniqueFd accept_previous(int listen_fd, const TcpCommOptions& o, int expected_pr
       // A stray connection gets a few seconds to say something sensible.
       const Deadline short_deadline = std::min(deadline, deadline_in(std::min(5.0, o.timeout_s / 4)));
       recv_exact(fd.get(), &h, sizeof h, short_deadline);
-      problem = ring_hello_problem(h);
+      problem = ring_hello_mismatch(h, 0, expected_prev, o.world, o.run_id);
     } catch (const Error& e) {
       problem = e.what();
     }
-    if (problem.empty() && run_id_of(h) != o.run_id)
-      problem = cat("run id '", run_id_of(h), "' (this run is '", o.run_id, "')");
-    if (problem.empty() && int(h.world) != o.world)
-      problem = cat("world size ", h.world, " (this run has ", o.world, ")");
-    if (problem.empty() && (int(h.rank) != expected_prev || h.role != 0))
-      problem = cat("rank ", h.rank, " where rank ", expected_prev, " was expected");
     if (problem.empty()) {
       const RingHello reply = make_ring_hello(1, o.rank, o.world, o.run_id);
       send_exact(fd.get(), &reply, sizeof reply, deadline);
@@ -89,10 +83,7 @@ void connect_ring(const TcpCommOptions& o, const StoreIdentity& self, Deadline d
   } catch (const Error& e) {
     fail(cat("rank ", next, " (", next_addr, ") did not answer the ring handshake: ", e.what()));
   }
-  std::string problem = ring_hello_problem(reply);
-  if (problem.empty() && (int(reply.rank) != next || int(reply.world) != o.world || reply.role != 1 ||
-                          run_id_of(reply) != o.run_id))
-    problem = cat("it answered as rank ", reply.rank, " of ", reply.world, " in run '", run_id_of(reply), "'");
+  const std::string problem = ring_hello_mismatch(reply, 1, next, o.world, o.run_id);
   EMBER_CHECK(problem.empty(), "ring handshake with rank ", next, " (", next_addr, ") failed: ", problem);
 
   tune_stream_socket(to_next.get(), o.socket_buffer_bytes);

@@ -37,7 +37,9 @@ FUZZ_CXXFLAGS := -std=c++20 -O1 -g -fopenmp -Wall -Wextra -Wno-pass-failed $(FUZ
 # (The archive lends the linker only the objects a target calls into.)
 FUZZ_LIB_SRC  := $(wildcard data/*.cpp) engine/autograd.cpp engine/bfloat16.cpp engine/file_io.cpp \
                  engine/memory.cpp engine/tensor.cpp net/json.cpp net/safetensors.cpp net/checkpoint.cpp \
-                 net/module.cpp net/sgd.cpp apps/training/training_checkpoint.cpp apps/training/cpu_choices.cpp
+                 net/module.cpp net/sgd.cpp apps/training/training_checkpoint.cpp apps/training/cpu_choices.cpp \
+                 net/dist/frame.cpp net/dist/ring.cpp net/dist/buffer_math.cpp net/dist/socket.cpp \
+                 net/dist/rendezvous.cpp net/dist/store.cpp
 FUZZ_PLAIN_SRC := engine/half.cpp net/layers.cpp $(wildcard ops/*.cpp ops/cpu/*.cpp ops/cpu/gemm/*.cpp ops/cpu/conv/*.cpp)
 FUZZ_SRC      := $(wildcard tests/fuzz/fuzz_*.cpp)
 FUZZ_NAMES    := $(patsubst tests/fuzz/%.cpp,%,$(FUZZ_SRC))

@@ -14,10 +14,18 @@
 #include <string>
 #include <vector>
 
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
 #include "apps/training/training_checkpoint.h"
 #include "data/image.h"
 #include "data/record_file.h"
 #include "net/json.h"
+#include "net/dist/frame.h"
+#include "net/dist/ring.h"
+#include "net/dist/store.h"
 #include "net/layers.h"
 #include "net/sgd.h"
 
@@ -152,6 +160,61 @@ Bytes gzip_of(const Bytes& raw, const std::string& tmp) {
   Bytes b = file_bytes(tmp);
   fs::remove(tmp);
   return b;
+}
+
+// fuzz_ring: what rank 1 of a real 2-rank ring sends rank 0 during one
+// collective (and its goodbye), recorded by a relay between them, after the
+// target's two leading bytes and rank 1's hello.
+Bytes ring_traffic(uint8_t pick, uint8_t count) {
+  using namespace ember::net::dist;
+  auto pair = [] {
+    int fds[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) fail("socketpair failed");
+    return std::pair<UniqueFd, UniqueFd>{UniqueFd(fds[0]), UniqueFd(fds[1])};
+  };
+  auto [r0_to_next, r1_from_prev] = pair();
+  auto [r1_to_next, relay_in] = pair();
+  auto [relay_out, r0_from_prev] = pair();
+  Bytes recorded;
+  std::thread relay([&, in = std::move(relay_in), out = std::move(relay_out)]() mutable {
+    char buf[4096];
+    for (ssize_t k; (k = ::read(in.get(), buf, sizeof buf)) > 0;) {
+      recorded.insert(recorded.end(), buf, buf + k);
+      for (ssize_t done = 0; done < k;) done += std::max<ssize_t>(0, ::write(out.get(), buf + done, size_t(k - done)));
+    }
+    ::shutdown(out.get(), SHUT_WR);
+  });
+  static const DType kTypes[] = {DType::f32, DType::f16, DType::bf16, DType::f64};
+  const DType dtype = kTypes[(pick >> 2) & 3];
+  auto run = [&](int rank, UniqueFd to_next, UniqueFd from_prev) {
+    std::vector<uint8_t> buffer(size_t(count) * dtype_size(dtype), uint8_t(0x10 + rank));
+    RingOptions o;
+    o.timeout_s = 10;
+    o.segment_bytes = 4096;
+    Ring ring(rank, 2, std::move(to_next), std::move(from_prev), RingPeer{1 - rank, "seed"}, RingPeer{1 - rank, "seed"}, o);
+    if ((pick & 3) == 0) ring.all_reduce(buffer.data(), count, dtype, (pick & 16) ? ReduceOp::average : ReduceOp::sum, "seed");
+    else if ((pick & 3) == 1) ring.broadcast(buffer.data(), count, dtype, (pick & 32) ? 1 : 0, "seed");
+    else ring.barrier("seed");
+    ring.close(true);
+  };
+  std::thread rank1(run, 1, std::move(r1_to_next), std::move(r1_from_prev));
+  run(0, std::move(r0_to_next), std::move(r0_from_prev));
+  rank1.join();
+  relay.join();
+  const RingHello hello = make_ring_hello(0, 1, 2, "fuzz-run");
+  Bytes seed = {pick, count};
+  const auto* h = reinterpret_cast<const uint8_t*>(&hello);
+  seed.insert(seed.end(), h, h + sizeof hello);
+  seed.insert(seed.end(), recorded.begin(), recorded.end());
+  return seed;
+}
+
+// fuzz_rendezvous, server side: one chunk [op][length][bytes] per message
+// (op: the connection, 0-3).
+void chunk(Bytes& b, uint8_t op, const std::string& bytes) {
+  b.push_back(op);
+  b.push_back(uint8_t(bytes.size()));
+  b.insert(b.end(), bytes.begin(), bytes.end());
 }
 
 }  // namespace
@@ -297,6 +360,46 @@ int main(int argc, char** argv) {
       apps::save_training_checkpoint(model_path, model, opt, {{"network", "linear"}}, p);
       put("fuzz_states", "seed-run.states.safetensors", file_bytes(apps::states_path_of(model_path)));
     }
+    // The ring: an all-reduce (f32 sum, 8 elements), a broadcast (f16 from
+    // rank 1, 5), a barrier, an all-reduce (bf16 average, 33).
+    put("fuzz_ring", "seed-all-reduce-f32.bin", ring_traffic(0, 8));
+    put("fuzz_ring", "seed-broadcast-f16.bin", ring_traffic(1 | (1 << 2) | 32, 5));
+    put("fuzz_ring", "seed-barrier.bin", ring_traffic(2, 0));
+    put("fuzz_ring", "seed-all-reduce-bf16-average.bin", ring_traffic(0 | (2 << 2) | 16, 33));
+
+    // The rendezvous: ranks 1 and 2 join, set and get addresses and finish;
+    // a rank of another run; the client's side: the replies to hello, set,
+    // get and done, and an error reply.
+    {
+      using namespace ember::net::dist::store_wire;
+      auto hello_of = [](uint32_t rank, uint32_t world, const std::string& run) {
+        return message(hello, u32(kVersion) + u32(rank) + u32(world) + str(run) + str("host" + std::to_string(rank)));
+      };
+      Bytes server = {0};
+      chunk(server, 0, hello_of(1, 3, "fuzz-run"));
+      chunk(server, 1, hello_of(2, 3, "fuzz-run"));
+      chunk(server, 0, message(set, str("addr/1") + str("10.0.0.2:41234")));
+      chunk(server, 1, message(get, str("addr/1")));
+      chunk(server, 1, message(set, str("addr/2") + str("10.0.0.3:41235")));
+      chunk(server, 0, message(get, str("addr/2")));
+      chunk(server, 0, message(done, ""));
+      chunk(server, 1, message(done, ""));
+      put("fuzz_rendezvous", "seed-server-two-ranks.bin", server);
+      Bytes other = {0};
+      chunk(other, 2, hello_of(1, 3, "another-run"));
+      chunk(other, 3, hello_of(2, 4, "fuzz-run"));
+      chunk(other, 3 | (3 << 6), "");
+      put("fuzz_rendezvous", "seed-server-strangers.bin", other);
+      const std::string replies = message(ok, "") + message(ok, "") + message(value, str("10.0.0.3:41235")) + message(ok, "");
+      Bytes client = {1};
+      client.insert(client.end(), replies.begin(), replies.end());
+      put("fuzz_rendezvous", "seed-client.bin", client);
+      const std::string refused = message(error, str("run id mismatch: this rank is in run 'x'"));
+      Bytes client_error = {1};
+      client_error.insert(client_error.end(), refused.begin(), refused.end());
+      put("fuzz_rendezvous", "seed-client-error.bin", client_error);
+    }
+
     fs::remove_all(tmp);
     std::printf("wrote the seed corpora under %s\n", g_root.c_str());
   } catch (const Error& e) {

@@ -2,7 +2,8 @@
 // (cuda/sim/stream_order.cpp): work on two streams that touches the same
 // block with nothing ordering the two fails with a message naming both;
 // events, stream waits, host synchronisation and the legacy stream's
-// implicit ordering each order them, as on a GPU.
+// implicit ordering each order them, as on a GPU; the GEMM's and the
+// convolutions' operands, passed inside functor structs, are seen too.
 //
 // Compiled like a .cu file for the emulator (-DEMBER_CUDASIM).
 #include <doctest/doctest.h>
@@ -11,6 +12,8 @@
 #include <vector>
 
 #include "cuda/common.cuh"
+#include "cuda/cuda_kernels.h"
+#include "engine/error.h"
 #include "tests/support/test_helpers.h"
 
 namespace {
@@ -197,4 +200,95 @@ TEST_CASE("stream order: cudaFree waits for the device and a new block starts wi
   }
   Buffer c;
   CHECK(cudaMemsetAsync(c.p, 0, kN * sizeof(float), second.s) == cudaSuccess);
+}
+
+// The GEMM and the implicit-GEMM convolutions take their operands inside
+// functor structs (MatrixA{a, ld}, LoadPlanes{x, ...}, PhaseStore{gx, ...}):
+// the checker sees those pointers too (cuda/sim/argument_pointers.h).
+// A: [16, 16] written on one stream, read by a GEMM on another with no event.
+TEST_CASE("stream order: a GEMM on a second stream reading what a kernel wrote, with no event, is a race") {
+  Stream compute, other;
+  Buffer a, b, c;  // 256 floats each: 16 x 16
+  fill(b, 1.0f, compute.s);
+  fill(c, 0.0f, compute.s);
+  REQUIRE(cudaStreamSynchronize(compute.s) == cudaSuccess);
+  fill(a, 3.0f, compute.s);  // not waited for
+  std::string m;
+  try {
+    ember::cuda::gemm(ember::DType::f32, false, false, 16, 16, 16, 1.0, a.p, 16, b.p, 16, 0.0, c.p, 16, other.s);
+  } catch (const ember::Error& e) {
+    m = e.what();
+  }
+  CHECK_MESSAGE(contains(m, "stream race"), m);
+  CHECK_MESSAGE(contains(m, "gemm"), m);          // the GEMM's kernel ...
+  CHECK_MESSAGE(contains(m, "k_fill_value"), m);  // ... and the kernel that wrote A
+  CHECK_MESSAGE(contains(m, "reads the 1024-byte block"), m);
+  // With the event, the same GEMM runs.
+  Event done;
+  REQUIRE(cudaEventRecord(done.e, compute.s) == cudaSuccess);
+  REQUIRE(cudaStreamWaitEvent(other.s, done.e, 0) == cudaSuccess);
+  ember::cuda::gemm(ember::DType::f32, false, false, 16, 16, 16, 1.0, a.p, 16, b.p, 16, 0.0, c.p, 16, other.s);
+  CHECK(host_copy(c)[0] == 48.0f);  // 16 * 3 * 1
+}
+
+// x: [1, 1, 16, 16], w: [1, 1, 3, 3] (in a 256-float block), y: [1, 1, 16, 16]:
+// y written by a convolution on one stream, overwritten by another on a second.
+TEST_CASE("stream order: a convolution on a second stream writing what another convolution wrote, with no event, is a race") {
+  Stream compute, other;
+  Buffer x, w, y;
+  fill(x, 1.0f, compute.s);
+  fill(w, 0.5f, compute.s);
+  REQUIRE(cudaStreamSynchronize(compute.s) == cudaSuccess);
+  const ember::Conv2dGeometry g = ember::make_conv2d_geometry(1, 1, 16, 16, 1, 3, 3, 1, 1, 1, 1);
+  ember::cuda::conv2d_forward(ember::DType::f32, g, x.p, w.p, y.p, compute.s);
+  std::string m;
+  try {
+    ember::cuda::conv2d_forward(ember::DType::f32, g, x.p, w.p, y.p, other.s);
+  } catch (const ember::Error& e) {
+    m = e.what();
+  }
+  CHECK_MESSAGE(contains(m, "stream race"), m);
+  CHECK_MESSAGE(contains(m, "writes the"), m);  // y (or the convolution's own scratch)
+  CHECK_MESSAGE(contains(m, "wrote"), m);
+  CHECK(host_copy(y)[17] == 4.5f);  // the first convolution's result: 9 taps of 1 * 0.5
+}
+
+namespace {
+struct InnerOperand {
+  const float* a;
+  int64_t ld;
+};
+struct OuterOperand {
+  InnerOperand in;
+  float* out;
+  int n;
+  double* more;
+};
+struct NoPointers {
+  float a[4];
+  using argument_has_no_pointers = void;
+};
+}  // namespace
+
+TEST_CASE("stream order: the pointers of a kernel argument are found inside nested structs, with read or write") {
+  using cudasim::detail::add_touches;
+  using cudasim::detail::Touch;
+  float x = 0, y = 0;
+  double z = 0;
+  std::vector<Touch> t;
+  add_touches(OuterOperand{InnerOperand{&x, 4}, &y, 3, &z}, t);
+  REQUIRE(t.size() == 3);
+  CHECK(t[0].p == &x);
+  CHECK_FALSE(t[0].writes);  // const float*
+  CHECK(t[1].p == &y);
+  CHECK(t[1].writes);
+  CHECK(t[2].p == &z);
+  CHECK(cudasim::detail::field_count<OuterOperand>() == 4);
+  t.clear();
+  add_touches(NoPointers{}, t);
+  add_touches(42, t);
+  add_touches(dim3(1, 2, 3), t);  // a class with constructors: opaque
+  CHECK(t.empty());
+  add_touches(static_cast<const int*>(nullptr), t);
+  CHECK(t.size() == 1);
 }

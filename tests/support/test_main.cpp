@@ -14,7 +14,8 @@
 // kernels they covered. A whole-suite run that missed one fails. With
 // EMBER_TEST_SHARD=k/n it runs one shard of the selected test cases (see
 // keep_shard()). A command line whose filters select no test case fails
-// (exit 1): it would pass having checked nothing. One test
+// (exit 1): it would pass having checked nothing; so does an exclusion
+// (-tce=) that matches no test case. One test
 // case lives here, in every binary: char pointers print as text
 // (tests/support/doctest_config.h).
 #define DOCTEST_CONFIG_IMPLEMENT
@@ -200,6 +201,16 @@ int main(int argc, char** argv) {
   apply_requirements();
   size_t selected_cases = 0;
   for (const auto& tc : doctest::detail::getRegisteredTests()) selected_cases += selected(tc);
+  // An exclusion (-tce=) that matches no test case is stale (a renamed test
+  // case would run where it was meant to be left out): it fails too.
+  const doctest::detail::ContextState* cs = doctest::detail::g_cs;
+  std::vector<std::string> stale;
+  for (const doctest::String& pattern : cs->filters[5]) {
+    bool matches = false;
+    for (const auto& tc : doctest::detail::getRegisteredTests())
+      matches = matches || doctest::matchesAny(tc.m_name, {pattern}, false, cs->case_sensitive);
+    if (!matches) stale.push_back(pattern.c_str());
+  }
   int rc = context.run();
   if (context.shouldExit()) return rc;
   // A filter that selects nothing (a renamed test case, a typo) would pass
@@ -209,6 +220,8 @@ int main(int argc, char** argv) {
     std::printf("no test case matches this command line's filters: nothing was checked\n");
     return rc == 0 ? 1 : rc;
   }
+  for (const std::string& p : stale) std::printf("-tce='%s' excludes no test case (renamed?)\n", p.c_str());
+  if (!stale.empty() && rc == 0) rc = 1;
   const auto cov = ember::testing::kernel_coverage();
   if (!cov.used) return rc;
   const bool whole_suite = !filtered(argc, argv) && shards == 1;

@@ -19,6 +19,7 @@
 
 #include "data/crc32c.h"
 #include "engine/half.h"
+#include "net/dist/frame.h"
 #include "net/dist/launch_env.h"
 #include "net/dist/store.h"
 #include "tests/support/comm_test_helpers.h"
@@ -441,4 +442,20 @@ TEST_CASE("comm: the local address follows --comm-interface (NCCL_SOCKET_IFNAME 
   for (char c = 'a'; c <= 'z'; ++c) every_letter += cat(c == 'a' ? "" : ",", c);
   CHECK_ERROR_HAS(choose_local_address(every_letter, "127.0.0.1"), "this host has: ");
   CHECK_ERROR_HAS(choose_local_address(every_letter, "127.0.0.1"), "lo 127.0.0.1");
+}
+
+// The ring handshake's checks (net/dist/frame.cpp), which tcp_comm.cpp applies
+// to every connection on the ring port: the peer's run id is escaped onto
+// one line (a newline in it was a two-line message; found by fuzz_ring,
+// tests/fuzz/corpus/fuzz_ring/regress-hello-run-id-newline.bin).
+TEST_CASE("comm: a ring hello of another run, rank, world or role is refused on one line") {
+  CHECK(ring_hello_mismatch(make_ring_hello(0, 1, 2, "run"), 0, 1, 2, "run").empty());
+  CHECK(contains(ring_hello_mismatch(make_ring_hello(0, 1, 2, "other\nrun"), 0, 1, 2, "run"),
+                 "run id \"other\\nrun\" (this run is 'run')"));
+  CHECK(contains(ring_hello_mismatch(make_ring_hello(0, 1, 3, "run"), 0, 1, 2, "run"), "world size 3"));
+  CHECK(contains(ring_hello_mismatch(make_ring_hello(0, 2, 3, "run"), 0, 1, 3, "run"), "rank 2 (role 0) where rank 1"));
+  CHECK(contains(ring_hello_mismatch(make_ring_hello(0, 1, 2, "run"), 1, 1, 2, "run"), "an answer as rank 1 (role 0)"));
+  RingHello torn = make_ring_hello(0, 1, 2, "run");
+  torn.rank = 5;  // the CRC no longer fits
+  CHECK(ring_hello_mismatch(torn, 0, 5, 2, "run") == "handshake CRC mismatch");
 }

@@ -231,6 +231,31 @@ TEST_CASE("dist process: --nproc 2 --sync-bn 1 with batch 32 ends with the weigh
   CHECK(tmp.entries() == std::vector<std::string>{"dp-0001.safetensors", "dp-0001.states.safetensors", "dp.err",
                                                   "dp.out", "single-0001.safetensors", "single-0001.states.safetensors",
                                                   "single.err", "single.out"});
+
+  // Negative control: with --sync-bn 0 each rank normalises its own 32
+  // images, which is not the single process's computation, and the
+  // comparison above must see it (or it could not fail). Measured with seed
+  // 7: parameters 7.2e-4 (2.4x param_tol), running statistics 4.7e-3 (4.7x
+  // stats_tol; each rank's running statistics averaged at the epoch's end,
+  // which misses the spread between the two halves' means).
+  const std::string nosync_prefix = tmp.file("nosync");
+  Process nosync("nosync",
+                 train_args(exe, 1, 32) +
+                     std::vector<std::string>{"--lr", "0.001", "--sync-bn", "0", "--seed", "7", "--nproc", "2",
+                                              "--model-prefix", nosync_prefix},
+                 {}, tmp.path.string());
+  REQUIRE_MESSAGE(nosync.wait_for(120), "--nproc 2 --sync-bn 0 did not finish within 120 s: " << nosync.describe());
+  REQUIRE_MESSAGE(nosync.exit_code() == 0, nosync.describe());
+  CHECK_FALSE(contains(nosync.out(), "synchronised batch norm"));
+  const SafetensorsFile c = load_safetensors(nosync_prefix + "-0001.safetensors");
+  const TensorDiff nosync_params = compare_checkpoints(c, b, false), nosync_stats = compare_checkpoints(c, b, true);
+  MESSAGE("--sync-bn 0 against one process: parameters " << nosync_params.worst << " (" << nosync_params.worst_name
+                                                         << "), running statistics " << nosync_stats.worst << " ("
+                                                         << nosync_stats.worst_name << ")");
+  CHECK_MESSAGE(nosync_stats.worst > stats_tol,
+                "without sync-BN the running statistics differ by only " << nosync_stats.worst);
+  CHECK_MESSAGE(nosync_params.worst > param_tol,
+                "without sync-BN the parameters differ by only " << nosync_params.worst);
 }
 
 // ------------------------------------------------------- 2, 3. a rank lost mid-training
