@@ -200,7 +200,7 @@ SIM_PROF_LIB := $(BUILD)/libember_cudasim_profile.a
 LIBS      := $(CORE_LIB) $(if $(filter 1,$(CUDA)),$(CUDA_LIB))
 TEST_BIN  := $(BUILD)/test_ember
 SIM_TEST_BIN := $(if $(filter 1,$(SIM)),$(BUILD)/test_sim)
-SIM_TOOLS := $(if $(filter 1,$(SIM)),$(BUILD)/bench_cudasim $(BUILD)/kernel_lab_sim)
+SIM_TOOLS := $(if $(filter 1,$(SIM)),$(BUILD)/bench_cudasim $(BUILD)/kernel_lab_sim $(BUILD)/train_resnet_sim)
 TEST_OBJ  := $(call obj,$(TEST_SRC) $(if $(filter 1,$(CUDA)),$(TEST_CUDA_SRC)))
 SIM_TEST_OBJ := $(call simobj,$(TEST_SIM_SRC))
 # TEST_OBJ_FROM=build (make test's sanitizer tree): link the test code that
@@ -380,6 +380,15 @@ $(BUILD)/test_data: $(call obj,$(TEST_DATA_SRC)) $(CORE_LIB)
 	$(CXX) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(BUILD)/bench_cudasim: $(call simobj,cuda/sim/tools/bench_cudasim.cpp) $(SIM_LIB) $(CORE_LIB)
+	$(CXX) $(LDFLAGS) $^ $(LDLIBS) -ldl -o $@
+
+# The training program on the emulator: --gpus 0 runs the GPU code path on
+# the CPU (--conv native; the emulator has no cuDNN), so that a step's
+# kernel launches and host waits can be counted without a GPU
+# (--benchmark 1 --profile 1). Only the files that open the GPU differ from
+# build/train_resnet's.
+SIM_APP_SRC := apps/train_resnet.cpp apps/training/train_settings.cpp
+$(BUILD)/train_resnet_sim: $(call simobj,$(SIM_APP_SRC)) $(call obj,$(filter-out $(SIM_APP_SRC),$(APP_LIB_SRC)) $(APP_HELPER_SRC)) $(SIM_LIB) $(CORE_LIB)
 	$(CXX) $(LDFLAGS) $^ $(LDLIBS) -ldl -o $@
 
 # apps/bench/kernel_lab.cpp on the emulator, with the profiler's instrumented kernels.

@@ -28,6 +28,7 @@
 #endif
 
 #include "cuda/cuda_check.h"
+#include "engine/device_work.h"
 #include "engine/dtype.h"
 
 // EMBER_PROFILE_FLOPS(n): the calling thread did n floating-point operations
@@ -61,6 +62,7 @@ void launch(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem, c
 #else
   kernel<<<grid, block, smem, stream>>>(static_cast<KernelArgs>(std::forward<Args>(args))...);
 #endif
+  count_device_work(DeviceWork::kernel);
   const cudaError_t status = cudaGetLastError();
   if (status != cudaSuccess)
     ::ember::fail(::ember::cat("kernel launch with grid (", grid.x, ", ", grid.y, ", ", grid.z, ") block (", block.x,

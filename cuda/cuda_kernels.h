@@ -83,6 +83,11 @@ void softmax_cross_entropy_backward(DType dt, const void* probs, const int64_t* 
 void normalize_u8(DType dt, const uint8_t* x, void* y, int64_t N, int64_t HW, const ChannelNorm& norm,
                   Stream stream);
 void sgd_update(DType dt, void* w, const void* g, void* momentum_buf, int64_t n, const SgdParams& p, Stream stream);
+void unscale_gradients(const MultiTensorSlice* slices, const MultiTensorChunk* chunks, int64_t num_chunks,
+                       float* state, Stream stream);
+void multi_tensor_sgd(const MultiTensorSlice* slices, const MultiTensorChunk* chunks, int64_t num_chunks, double lr,
+                      double momentum, bool nesterov, const float* state, Stream stream);
+void loss_scale_update(float* state, const LossScaleParams& p, Stream stream);
 void random_uniform(DType dt, void* y, int64_t n, uint64_t seed, uint64_t offset, double lo, double hi,
                     Stream stream);
 void random_normal(DType dt, void* y, int64_t n, uint64_t seed, uint64_t offset, double mean, double std,

@@ -26,6 +26,7 @@ class CudaMemory final : public MemoryBackend {
   void deallocate(void* ptr, size_t nbytes, int) override { device_deallocate(ptr, nbytes); }
   void copy_to_host(void* dst, const void* src, size_t n, int) override {
     CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, compute_stream()));
+    count_device_work(DeviceWork::copy);
     wait_for_stream(compute_stream());
   }
   void copy_from_host(void* dst, const void* src, size_t n, int) override {
@@ -33,8 +34,12 @@ class CudaMemory final : public MemoryBackend {
   }
   void copy_on_device(void* dst, const void* src, size_t n, int) override {
     CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, compute_stream()));
+    count_device_work(DeviceWork::copy);
   }
-  void set_zero(void* dst, size_t n, int) override { CUDA_CHECK(cudaMemsetAsync(dst, 0, n, compute_stream())); }
+  void set_zero(void* dst, size_t n, int) override {
+    CUDA_CHECK(cudaMemsetAsync(dst, 0, n, compute_stream()));
+    count_device_work(DeviceWork::copy);
+  }
   void synchronize(int) override { wait_for_stream(compute_stream()); }
   void copy_from_host_ahead(void* dst, const void* src, size_t n, int) override {
     cuda::copy_from_host_ahead(dst, src, n);

@@ -84,11 +84,13 @@ void copy_from_host_async(void* dst, const void* src, size_t n, cudaStream_t str
   wait_for_slot(s);
   if (!reserve(s, n)) {  // no page-locked memory: the plain copy, then a wait so src may be freed
     CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream));
+    count_device_work(DeviceWork::copy);
     wait_for_stream(stream);
     return;
   }
   std::memcpy(s.host, src, n);
   CUDA_CHECK(cudaMemcpyAsync(dst, s.host, n, cudaMemcpyHostToDevice, stream));
+  count_device_work(DeviceWork::copy);
   CUDA_CHECK(cudaEventRecord(s.done, stream));
   s.in_flight = true;
 }

@@ -46,6 +46,7 @@ int current_device() {
 void wait_for_stream(cudaStream_t s) {
   CUDA_CHECK(cudaStreamSynchronize(s));
   g_waits.fetch_add(1, std::memory_order_relaxed);
+  count_device_work(DeviceWork::host_wait);
   throw_deferred_errors();
 }
 

@@ -7,6 +7,7 @@
 
 #include "engine/autograd.h"
 #include "engine/error.h"
+#include "ops/multi_tensor.h"
 #include "ops/ops.h"
 
 namespace ember::net {
@@ -44,37 +45,57 @@ void restore_f32(Module& model, const std::vector<std::pair<std::string, Tensor>
   }
 }
 
-LossScaler::LossScaler(const LossScalerOptions& options) : options_(options) {
+LossScaler::LossScaler(const LossScalerOptions& options, Device device) : options_(options) {
   EMBER_CHECK(options.fixed_scale >= 0.0 && std::isfinite(options.fixed_scale), "--loss-scale must be >= 0, got ",
               options.fixed_scale);
   EMBER_CHECK(options.initial_scale > 0.0 && std::isfinite(options.initial_scale),
               "the initial loss scale must be positive, got ", options.initial_scale);
   EMBER_CHECK(options.window > 0, "--scale-window must be positive, got ", options.window);
-  scale_ = dynamic() ? options.initial_scale : options.fixed_scale;
+  state_ = ops::loss_scale_state(dynamic() ? options.initial_scale : options.fixed_scale, device);
+}
+
+LossScaler::Snapshot LossScaler::read() const {
+  const Tensor host = state_.to(Device::cpu());
+  const float* v = host.data<float>();
+  return {double(v[kLossScale]), int64_t(v[kCleanSteps]), int64_t(v[kSkippedSteps]), int64_t(v[kConsecutiveSkips])};
+}
+
+Tensor LossScaler::seed(const Tensor& loss) const {
+  EMBER_CHECK(loss.numel() == 1 && loss.dtype() == DType::f32 && loss.device() == state_.device(),
+              "loss scaler: the loss must be one f32 value on ", state_.device().str(), ", got ", loss.str());
+  return state_.view_at(kLossScale, loss.shape());
+}
+
+void LossScaler::update_on_device() {
+  LossScaleParams p;
+  p.dynamic = dynamic();
+  p.window = double(options_.window);
+  p.max_scale = options_.max_scale;
+  ops::loss_scale_update(state_, p);
+}
+
+void LossScaler::check_divergence(const Snapshot& s) const {
+  EMBER_CHECK(s.consecutive < options_.max_consecutive_skips, "training diverged: ", s.consecutive,
+              " steps in a row had inf/NaN gradients (loss scale now ", s.scale, "); try a lower --lr");
+}
+
+bool LossScaler::update(bool gradients_finite) {
+  if (!gradients_finite) {
+    Tensor flag = state_.view_at(kFoundNonfinite, {1});
+    ops::fill_(flag, 1.0);
+  }
+  update_on_device();
+  check_divergence(read());
+  return gradients_finite;
 }
 
 void LossScaler::restore(double scale, int64_t clean, int64_t skipped, int64_t consecutive_skips) {
   EMBER_CHECK(scale > 0.0 && std::isfinite(scale), "loss scale to restore must be positive, got ", scale);
   EMBER_CHECK(clean >= 0 && skipped >= 0 && consecutive_skips >= 0, "loss scaler: negative counts to restore");
-  scale_ = dynamic() ? scale : options_.fixed_scale;
-  clean_ = clean, skipped_ = skipped, consecutive_skips_ = consecutive_skips;
-}
-
-bool LossScaler::update(bool gradients_finite) {
-  if (gradients_finite) {
-    consecutive_skips_ = 0;
-    if (dynamic() && ++clean_ >= options_.window) {
-      clean_ = 0;
-      scale_ = std::min(scale_ * 2.0, std::max(options_.max_scale, scale_));
-    }
-    return true;
-  }
-  ++skipped_;
-  clean_ = 0;
-  if (dynamic()) scale_ = std::max(scale_ * 0.5, 1.0 / 16777216.0);  // floor 2^-24
-  EMBER_CHECK(++consecutive_skips_ < options_.max_consecutive_skips, "training diverged: ", consecutive_skips_,
-              " steps in a row had inf/NaN gradients (loss scale now ", scale_, "); try a lower --lr");
-  return false;
+  std::vector<double> v(kLossScaleStateSize, 0.0);
+  v[kLossScale] = dynamic() ? scale : options_.fixed_scale;
+  v[kCleanSteps] = double(clean), v[kSkippedSteps] = double(skipped), v[kConsecutiveSkips] = double(consecutive_skips);
+  state_.copy_from(Tensor::from_vector(v, {kLossScaleStateSize}, DType::f32));
 }
 
 }  // namespace ember::net

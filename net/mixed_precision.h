@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "net/module.h"
+#include "ops/kernels.h"
 
 namespace ember::net {
 
@@ -46,29 +47,51 @@ struct LossScalerOptions {
   int64_t max_consecutive_skips = 100;  // then training has diverged: error
 };
 
+// The scaler's state lives on the training device (ops/kernels.h's
+// LossScaleState): the training step reads the scale there as the seed of
+// backward, the unscale kernel raises the non-finite flag there, and
+// update_on_device() applies the policy there, so an fp16 step never waits
+// for the device. The host reads the state only when it asks (read(),
+// scale(), ...: a wait on a GPU), e.g. at the log points, where fit() also
+// checks for divergence.
 class LossScaler {
  public:
-  explicit LossScaler(const LossScalerOptions& options = {});
+  explicit LossScaler(const LossScalerOptions& options = {}, Device device = Device::cpu());
 
-  double scale() const { return scale_; }
+  struct Snapshot {
+    double scale = 1;
+    int64_t clean = 0, skipped = 0, consecutive = 0;
+  };
+  Snapshot read() const;  // one copy of the state to the host
+  double scale() const { return read().scale; }
   bool dynamic() const { return options_.fixed_scale <= 0.0; }
-  // Reports one step's gradients: finite -> the step is taken (returns true),
-  // and after `window` such steps in a row the scale doubles; not finite ->
-  // the step is skipped (returns false) and a dynamic scale halves. Throws
-  // ember::Error after max_consecutive_skips skipped steps in a row.
+  int64_t skipped_steps() const { return read().skipped; }
+  int64_t clean_steps_in_window() const { return read().clean; }
+  int64_t consecutive_skips() const { return read().consecutive; }
+
+  // f32 [kLossScaleStateSize] on the device: what the step's kernels take.
+  Tensor& state() { return state_; }
+  // The gradient backward starts from: the scale, shaped as `loss` (a view
+  // of the state, so backward(seed) scales every gradient without a launch).
+  Tensor seed(const Tensor& loss) const;
+  // The policy applied to the flag the step's unscale left (one launch).
+  void update_on_device();
+  // Throws ember::Error when `s` shows max_consecutive_skips skipped steps in a row.
+  void check_divergence(const Snapshot& s) const;
+
+  // Reports one step's gradients from the host: finite -> the step counts
+  // as taken (returns true), and after `window` such steps in a row the
+  // scale doubles; not finite -> it counts as skipped (returns false) and a
+  // dynamic scale halves. Throws ember::Error after max_consecutive_skips
+  // skipped steps in a row. (The same kernel as update_on_device, then a read.)
   bool update(bool gradients_finite);
-  int64_t skipped_steps() const { return skipped_; }
-  int64_t clean_steps_in_window() const { return clean_; }
-  int64_t consecutive_skips() const { return consecutive_skips_; }
-  // Puts back a state saved from scale(), clean_steps_in_window(),
-  // skipped_steps() and consecutive_skips() (resuming a run).
+  // Puts back a state saved from read() (resuming a run).
   void restore(double scale, int64_t clean, int64_t skipped, int64_t consecutive_skips);
   const LossScalerOptions& options() const { return options_; }
 
  private:
   LossScalerOptions options_;
-  double scale_;
-  int64_t clean_ = 0, skipped_ = 0, consecutive_skips_ = 0;
+  Tensor state_;
 };
 
 }  // namespace ember::net

@@ -89,6 +89,20 @@ struct Timed<Id, void (*)(DType, Args...)> {
   }
 };
 
+// Kernels without a leading dtype (the multi-tensor step, whose slices each
+// have their own) count as f32.
+template <int Id, typename... Args>
+struct Timed<Id, void (*)(Args...)> {
+  static inline void (*real)(Args...) = nullptr;
+  static void call(Args... args) {
+    const auto t0 = std::chrono::steady_clock::now();
+    real(args...);
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0);
+    g_calls[Id][int(DType::f32)].fetch_add(1, std::memory_order_relaxed);
+    g_nanos[Id][int(DType::f32)].fetch_add(ns.count(), std::memory_order_relaxed);
+  }
+};
+
 }  // namespace
 
 void set_kernel_profiling(bool on) { g_enabled.store(on); }

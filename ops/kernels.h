@@ -88,6 +88,41 @@ struct SgdParams {
   double grad_scale = 1.0;  // gradients are multiplied by this first (1 / loss scale)
 };
 
+// One parameter of a multi-tensor optimizer step (net/sgd.h): every pointer
+// is on the backend's device, and every array holds n elements. The f32
+// arrays grad32, weight and momentum are slices of the optimizer's flat
+// buffers, or the parameter itself.
+struct MultiTensorSlice {
+  const void* grad;      // this step's gradient, in grad_dtype
+  float* grad32;         // its unscaled f32 copy (== grad for f32 gradients that need no unscaling)
+  float* weight;         // the f32 master weights, or the f32 parameter itself
+  float* momentum;       // nullptr when momentum is 0
+  void* half;            // the 16-bit parameter to round the new weights into, or nullptr
+  int64_t n;
+  float lr_mult;         // the step's lr is lr * lr_mult
+  float weight_decay;    // 0 for parameters without decay
+  int32_t grad_dtype;    // DType of grad: f32, f16 or bf16
+  int32_t half_dtype;    // DType of half: f16 or bf16 (when half is set)
+};
+// One block's share of a multi-tensor step: elements [begin, end) of
+// slices[slice]. begin is a multiple of kMultiTensorChunk.
+struct MultiTensorChunk {
+  int64_t slice, begin, end;
+};
+constexpr int64_t kMultiTensorChunk = 16384;  // elements per chunk (at most)
+
+// The dynamic loss scaler's policy (net/mixed_precision.h), for the device.
+struct LossScaleParams {
+  bool dynamic = true;   // false: the scale never changes (still counts skips)
+  double window = 2000;  // clean steps in a row before the scale doubles
+  double max_scale = 16777216.0;
+};
+// The scaler's state on the device, f32 [kLossScaleStateSize]: the scale,
+// then the clean steps in the current window, the skipped steps, the skipped
+// steps in a row, and the non-finite flag of this step's gradients.
+enum LossScaleState : int { kLossScale, kCleanSteps, kSkippedSteps, kConsecutiveSkips, kFoundNonfinite,
+                            kLossScaleStateSize };
+
 struct Kernels {
   const char* name;  // "cpu", "cuda", "cuda-sim"
 
@@ -254,6 +289,27 @@ struct Kernels {
   void (*sgd_update)(DType dt, void* w, const void* g, void* momentum_buf, int64_t n, const SgdParams& p,
                      Stream stream);
 
+  // The multi-tensor step of mixed-precision training, in three launches
+  // whatever the number of parameters, none of which the host waits for.
+  // slices: [*]   chunks: [num_chunks]   state: f32 [kLossScaleStateSize]
+  // 1. Every chunk: grad32 = grad / state[kLossScale] (grad in its slice's
+  //    grad_dtype); any inf or NaN gradient sets state[kFoundNonfinite] to 1
+  //    (nothing clears it here).
+  void (*unscale_gradients)(const MultiTensorSlice* slices, const MultiTensorChunk* chunks, int64_t num_chunks,
+                            float* state, Stream stream);
+  // 2. SGD in f32 over every chunk, as sgd_update with the momentum buffer
+  //    starting at zero:  g' = grad32 + wd * w;  buf = momentum * buf + g';
+  //    w -= lr * lr_mult * (nesterov ? g' + momentum * buf : buf)  (g' when
+  //    momentum == 0); then half = w rounded to half_dtype. Nothing changes
+  //    when state is given and state[kFoundNonfinite] != 0 (a skipped step).
+  void (*multi_tensor_sgd)(const MultiTensorSlice* slices, const MultiTensorChunk* chunks, int64_t num_chunks,
+                           double lr, double momentum, bool nesterov, const float* state, Stream stream);
+  // 3. One thread: a finite step counts a clean step (after `window` in a
+  //    row a dynamic scale doubles, up to max_scale) and clears the skips in
+  //    a row; a non-finite one counts a skip, restarts the window and halves
+  //    a dynamic scale (down to 2^-24). Then clears the flag.
+  void (*loss_scale_update)(float* state, const LossScaleParams& p, Stream stream);
+
   // ---------------------------------------------------------------- random
   // Element i takes Philox (seed, block offset + i/4, stream 0), word i%4:
   //   y = lo + (hi - lo) * u,  u in [0, 1), computed in double and rounded
@@ -277,7 +333,8 @@ struct Kernels {
   X(batch_norm_relu_forward_train) X(batch_norm_relu_backward_train) X(batch_norm_forward_eval)            \
   X(batch_norm_backward_eval) X(max_pool2d_forward) X(max_pool2d_backward)                                 \
   X(adaptive_avg_pool2d_forward) X(adaptive_avg_pool2d_backward) X(softmax_cross_entropy_forward)         \
-  X(softmax_cross_entropy_backward) X(normalize_u8) X(sgd_update) X(random_uniform) X(random_normal)
+  X(softmax_cross_entropy_backward) X(normalize_u8) X(sgd_update) X(unscale_gradients) X(multi_tensor_sgd) \
+  X(loss_scale_update) X(random_uniform) X(random_normal)
 
 #define EMBER_COUNT_KERNEL_(name) +1
 constexpr int kNumKernels = 0 EMBER_FOR_EACH_KERNEL(EMBER_COUNT_KERNEL_);

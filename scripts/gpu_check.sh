@@ -12,6 +12,9 @@
 #   7. (not by default) kernel_lab: the lab's ops checked and timed, to compare with the emulator's estimates;
 #      f16 GEMM and convolutions on the tensor cores and on the FP32 pipes (--tensor-cores 0).
 #   8. (not by default) Nsight Compute's sections for the native GEMM kernels (what binds them).
+#   9. (not by default) ember against PyTorch, alternating, 3 rounds, ResNet-50 224 batch 64: ember fp16, bf16
+#      and TF32 with --profile 1 (launches and host waits per step); PyTorch AMP fp16 and bf16 in NCHW and
+#      channels_last, and TF32, with its peak memory. `PARTS="1 9"` is the GPU issue's check (~8 minutes).
 # Each part has its own time limit; logs go to $OUT (default /tmp/gpu_check). PARTS="1 2" picks.
 set -u
 cd "$(dirname "$0")/.."
@@ -153,6 +156,24 @@ if wants 8 && [ -x build/kernel_lab ]; then
     echo "ncu ${run%%:*}: exit $?"
     grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Registers Per|Achieved Occupancy|Theoretical Occ|Block Limit Reg|Issued Ipc|No Eligible|Stall|Warp Cycles Per Issued" \
       "$OUT/ncu-${run%%:*}.txt" | head -16
+  done
+fi
+if wants 9; then
+  say "9. ember vs PyTorch, ResNet-50 224 batch 64, alternating, 3 rounds (medians of 20 batches / 10 steps)"
+  r50="--num-layers 50 --image-shape 3,224,224 --batch-size 64 --num-batches 20"
+  torch_run() {  # torch_run NAME: one PyTorch configuration, one timed window
+    timeout 90 python3 scripts/torch_gpu_ref.py --repeats 1 --only "$1" 2>&1 | tee -a "$OUT/torch.log" | grep -E "^torch|rror"
+  }
+  for round in 1 2 3; do
+    for prec in fp16 bf16; do
+      echo "ember round $round $prec: $(timeout 60 build/train_resnet --benchmark 1 --gpus 0 $r50 --precision $prec \
+        --profile 1 2>&1 | tee -a "$OUT/bench.log" | grep -E "Median speed|Device work|rror" | tr '\n' ' ')"
+      torch_run "resnet50-224 batch64 $prec amp"
+      torch_run "resnet50-224 batch64 $prec amp channels_last"
+    done
+    echo "ember round $round tf32: $(timeout 60 build/train_resnet --benchmark 1 --gpus 0 $r50 --tf32 1 --profile 1 \
+      2>&1 | tee -a "$OUT/bench.log" | grep -E "Median speed|Device work|rror" | tr '\n' ' ')"
+    torch_run "resnet50-224 batch64 fp32 (tf32 conv)"
   done
 fi
 say "done"

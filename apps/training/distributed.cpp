@@ -52,7 +52,7 @@ bool launcher_env_present() {
 void declare_dist_flags(Flags& f, DistSettings& s) {
   f.group("distributed (data-parallel)");
   f.add("nproc", &s.nproc, "start N worker processes on this machine (torchrun's --nproc-per-node)");
-  f.add("kv-store", &s.kv_store, "gradient all-reduce: tcp (ember's ring) or nccl (GPUs); empty: nccl with --gpus, else tcp");
+  f.add("kv-store", &s.kv_store, "gradient all-reduce: tcp (ember's ring) or nccl (GPUs); empty: nccl with --gpus (in a build with NCCL), else tcp");
   f.add("master-addr", &s.master_addr, "host of rank 0's rendezvous (default: MASTER_ADDR, SLURM's first host)");
   f.add("master-port", &s.master_port, "port of rank 0's rendezvous (default: MASTER_PORT, else 29500; a free one with --nproc)");
   f.add("run-id", &s.run_id, "id shared by the ranks of one run (default: EMBER_RUN_ID or the launcher's job id)");
@@ -167,7 +167,7 @@ DistRun start_distributed(const DistSettings& s, const net::dist::LaunchEnv& env
   run.env = env;
   run.buckets.bucket_bytes = size_t(s.bucket_size_mb * double(1 << 20));
   g_rank = run.env.world > 1 ? run.env.rank : -1;
-  const std::string kv = !s.kv_store.empty() ? s.kv_store : (gpu ? "nccl" : "tcp");
+  const std::string kv = !s.kv_store.empty() ? s.kv_store : (gpu && nccl_factory ? "nccl" : "tcp");
   if (kv == "nccl") {
     EMBER_CHECK(gpu, "--kv-store nccl needs GPUs (--gpus); on the CPU use --kv-store tcp");
     EMBER_CHECK(nccl_factory != nullptr, "--kv-store nccl: this build of ember has no NCCL (nccl.h was not found when "

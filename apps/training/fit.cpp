@@ -87,7 +87,7 @@ FitRun::FitRun(net::Module& model, BatchSource& train, BatchSource* val, const F
       comm_(active_comm(o)),
       rank0_(!comm_ || comm_->rank() == 0),
       opt_(make_optimizer(model, o)),
-      scaler_(scaled_ ? o.loss_scaler : unit_loss_scale(o.loss_scaler)),
+      scaler_(scaled_ ? o.loss_scaler : unit_loss_scale(o.loss_scaler), o.device),
       restore_{model, opt_, mixed_},
       split_(!o.finetune.head_prefix.empty()),
       bar_(o.log),
@@ -249,8 +249,9 @@ FitResult FitRun::run() {
                  o_.num_epochs, result_.validation_accuracy);
   result_.seconds = elapsed();
   result_.steps = global_step_;
-  result_.skipped_steps = mixed_ ? scaler_.skipped_steps() : 0;
-  result_.loss_scale = mixed_ ? scaler_.scale() : 1.0;
+  const net::LossScaler::Snapshot scaler = scaler_.read();
+  result_.skipped_steps = mixed_ ? scaler.skipped : 0;
+  result_.loss_scale = mixed_ ? scaler.scale : 1.0;
   result_.last_checkpoint = last_checkpoint_;
   if (reducer_) result_.comm = reducer_->stats();
   return result_;

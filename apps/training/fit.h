@@ -38,6 +38,7 @@
 #include "net/lr_schedule.h"
 #include "net/dist/comm.h"
 #include "net/dist/reducer.h"
+#include "engine/device_work.h"
 #include "net/mixed_precision.h"
 #include "net/mixup.h"
 #include "net/module.h"
@@ -156,6 +157,10 @@ struct BenchmarkOptions {
 struct BenchmarkResult {
   double median_speed = 0;        // img/s over the timed intervals (all ranks together)
   net::dist::Reducer::Stats comm;  // data-parallel: over the timed steps
+  // What the timed steps put on the device (engine/device_work.h), not
+  // counting the wait for the device that ends each timed interval.
+  DeviceWorkCounts step_work;
+  int64_t timed_steps = 0;
 };
 // Median training img/s over the timed intervals of disp_batches steps.
 BenchmarkResult benchmark(net::Module& model, const BenchmarkOptions& options);

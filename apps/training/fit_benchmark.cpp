@@ -10,7 +10,6 @@
 
 namespace ember::apps {
 
-using detail::backward_scaled;
 using detail::Clock;
 using detail::Interval;
 using detail::seconds_since;
@@ -38,39 +37,49 @@ BenchmarkResult benchmark(net::Module& model, const BenchmarkOptions& o) {
     reducer = std::make_unique<net::dist::Reducer>(*comm, model.named_parameters(), o.buckets);
     std::fprintf(o.log, "Data-parallel: %d ranks over %s, %s\n", world, comm->backend(), reducer->describe().c_str());
   }
-  net::LossScaler scaler(o.precision == DType::f16 ? net::LossScalerOptions{} : unit_loss_scale({}));
+  net::LossScaler scaler(o.precision == DType::f16 ? net::LossScalerOptions{} : unit_loss_scale({}), o.device);
   model.train();
+  // One step, queued: the host waits for the device only at the end of an
+  // interval (as a GPU training step never waits; fit.h).
   auto step = [&] {
     const Tensor loss = ops::cross_entropy(model(x), y);
     opt.zero_grad();
     if (reducer) reducer->prepare();
     if (mixed) {
-      backward_scaled(loss, scaler.scale());
+      loss.backward(scaler.seed(loss));
       if (reducer) reducer->finish();
-      scaler.update(opt.step_if_finite(o.lr, 1.0 / scaler.scale()));
+      opt.step_scaled(o.lr, scaler);
     } else {
       loss.backward();
       if (reducer) reducer->finish();
       opt.step(o.lr);
     }
-    (void)loss.item();  // wait for the step to finish (a device sync on GPUs)
+    return loss;
   };
-  for (int i = 0; i < o.warmup_batches; ++i) step();
+  for (int i = 0; i < o.warmup_batches; ++i) (void)step().item();
   reset_kernel_profile();  // a --profile table covers the timed steps only
   if (reducer) reducer->reset_stats();
   std::vector<double> speeds;
+  BenchmarkResult r;
   for (int done = 0; done < o.batches;) {
     const int n = std::min(o.disp_batches, o.batches - done);
     const auto t0 = Clock::now();
-    for (int i = 0; i < n; ++i) step();
+    const DeviceWorkCounts work_before = device_work_counts();
+    Tensor loss;
+    for (int i = 0; i < n; ++i) loss = step();
+    const DeviceWorkCounts work = device_work_counts() - work_before;
+    r.step_work = {r.step_work.kernels + work.kernels, r.step_work.library_calls + work.library_calls,
+                   r.step_work.copies + work.copies, r.step_work.host_waits + work.host_waits};
+    r.timed_steps += n;
+    (void)loss.item();  // wait for the interval's steps to finish (a device sync on GPUs)
     const double speed = double(n) * double(o.batch_size) * double(world) / seconds_since(t0);
     speeds.push_back(speed);
     std::fprintf(o.log, "Batch [%d-%d]\tSpeed: %.2f samples/sec\n", done, done + n, speed);
     std::fflush(o.log);
     done += n;
   }
+  if (mixed) scaler.check_divergence(scaler.read());
   std::sort(speeds.begin(), speeds.end());
-  BenchmarkResult r;
   r.median_speed = speeds[speeds.size() / 2];
   if (reducer) r.comm = reducer->stats();
   return r;

@@ -30,10 +30,11 @@ void FitRun::save_checkpoint(const std::string& path, TrainingPosition p) {
   if (val_ && p.batch == 0 && result_.validation_accuracy >= 0)
     meta["validation_accuracy"] = std::to_string(result_.validation_accuracy);
   if (mixed_) meta["precision"] = cat(scaled_ ? "fp16" : "bf16", " (f32 master weights saved)");
-  p.loss_scale = scaler_.scale();
-  p.scaler_clean = scaler_.clean_steps_in_window();
-  p.scaler_skipped = scaler_.skipped_steps();
-  p.scaler_consecutive = scaler_.consecutive_skips();
+  const net::LossScaler::Snapshot scaler = scaler_.read();
+  p.loss_scale = scaler.scale;
+  p.scaler_clean = scaler.clean;
+  p.scaler_skipped = scaler.skipped;
+  p.scaler_consecutive = scaler.consecutive;
   p.seed = int64_t(o_.seed);
   p.batch_size = train_.batch_size();
   if (o_.device.is_cpu()) p.cpu = current_cpu_choices(mixed_ && !scaled_);

@@ -14,9 +14,9 @@ namespace {
 
 // What a progress line adds in mixed precision: the loss scale (fp16) and
 // the skipped steps (fp16, bf16).
-std::string progress_precision(DType precision, const net::LossScaler& scaler) {
-  if (precision == DType::f16) return cat("\tloss-scale=", scaler.scale(), "\tskipped=", scaler.skipped_steps());
-  if (precision == DType::bf16) return cat("\tskipped=", scaler.skipped_steps());
+std::string progress_precision(DType precision, const net::LossScaler::Snapshot& scaler) {
+  if (precision == DType::f16) return cat("\tloss-scale=", scaler.scale, "\tskipped=", scaler.skipped);
+  if (precision == DType::bf16) return cat("\tskipped=", scaler.skipped);
   return "";
 }
 
@@ -33,11 +33,11 @@ bool FitRun::train_epoch(EpochState& e) {
   e.interval.reset();
   e.batch_index = e.first_batch;
   if (e.first_batch > 0) e.samples = start_.epoch_samples, e.correct = start_.epoch_correct, e.loss_sum = start_.epoch_loss_sum;
-  // Loss and accuracy are summed on the device (apps/training/step_stats.h):
-  // read after every step on the CPU (free) and in fp16/bf16 (whose step
-  // waits for the scaler's finite check anyway), else only where the numbers
-  // are needed, so a GPU step never waits for the device.
-  const bool read_every_step = o_.device.is_cpu() || mixed_;
+  // Loss and accuracy are summed on the device (apps/training/step_stats.h),
+  // and the loss scaler's state lives there: read after every step on the
+  // CPU (free), else only where the numbers are needed, so a GPU step never
+  // waits for the device, in any precision.
+  const bool read_every_step = o_.device.is_cpu();
   data::Batch b;
   DeviceBatch on_device;  // b on the device, uploaded during the step before (a GPU without mixup)
   for (;;) {
@@ -73,7 +73,7 @@ void FitRun::log_progress(EpochState& e) {
                  "Epoch[%d] Batch [%lld-%lld]\tSpeed: %.2f samples/sec\taccuracy=%.6f\tcross-entropy=%.6f\t"
                  "lr=%.6g%s\n",
                  e.epoch, (long long)(e.batch_index - in.batches), (long long)e.batch_index, g[0] / dt, g[1] / g[0],
-                 g[2] / g[0], lr_, progress_precision(o_.precision, scaler_).c_str());
+                 g[2] / g[0], lr_, progress_precision(o_.precision, scaler_seen_).c_str());
     std::fflush(o_.log);
   }
   if (metrics_->enabled()) {
@@ -82,7 +82,7 @@ void FitRun::log_progress(EpochState& e) {
                         {"loss", metric(g[2] / g[0])}, {"train_accuracy", metric(g[1] / g[0])},
                         {"lr", metric(lr_)},     {"momentum", metric(momentum_)},
                         {"img_per_sec", metric(g[0] / dt)}, {"wall_time", metric(elapsed())}};
-    if (mixed_) rec.emplace_back("loss_scale", metric(scaler_.scale()));
+    if (mixed_) rec.emplace_back("loss_scale", metric(scaler_seen_.scale));
     metrics_->write(std::move(rec));
   }
   in.reset();
@@ -120,10 +120,10 @@ bool FitRun::finish_epoch(EpochState& e) {
   std::fprintf(o_.log, "Epoch[%d] Time cost=%.3f\tSpeed=%.2f samples/sec\tData-wait=%.1f%%\tPeak-RSS=%.0f MiB\n",
                e.epoch, seconds, speed, 100.0 * wait_share, peak_mib);
   if (scaled_)
-    std::fprintf(o_.log, "Epoch[%d] Loss-scale=%g Skipped-steps=%lld\n", e.epoch, scaler_.scale(),
-                 (long long)scaler_.skipped_steps());
+    std::fprintf(o_.log, "Epoch[%d] Loss-scale=%g Skipped-steps=%lld\n", e.epoch, scaler_seen_.scale,
+                 (long long)scaler_seen_.skipped);
   else if (mixed_)
-    std::fprintf(o_.log, "Epoch[%d] Skipped-steps=%lld\n", e.epoch, (long long)scaler_.skipped_steps());
+    std::fprintf(o_.log, "Epoch[%d] Skipped-steps=%lld\n", e.epoch, (long long)scaler_seen_.skipped);
   if (comm_ && !o_.sync_bn) net::dist::average_buffers(*comm_, model_);  // one model to validate and save
   const Accuracy a = validate(e.epoch);
   write_epoch_metrics(e, totals, seconds, speed, wait_share, peak_mib, a);
@@ -160,7 +160,7 @@ void FitRun::write_epoch_metrics(const EpochState& e, const std::vector<double>&
                       {"data_wait_share", metric(wait_share)}};
   if (val_) rec.emplace_back("val_accuracy", metric(a.top1));
   if (val_ && a.classes > 5) rec.emplace_back("val_top5", metric(a.top5));
-  if (mixed_) rec.emplace_back("loss_scale", metric(scaler_.scale()));
+  if (mixed_) rec.emplace_back("loss_scale", metric(scaler_seen_.scale));
   metrics_->write(std::move(rec));
 }
 

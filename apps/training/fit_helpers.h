@@ -26,9 +26,4 @@ inline net::LossScalerOptions unit_loss_scale(net::LossScalerOptions o) {
   return o;
 }
 
-// The backward of the (scaled) loss; a scale of 1 adds no op.
-inline void backward_scaled(const Tensor& loss, double scale) {
-  (scale == 1.0 ? loss : ops::scale(loss, scale)).backward();
-}
-
 }  // namespace ember::apps::detail

@@ -99,6 +99,7 @@ class FitRun {
   const bool rank0_;
   net::SGD opt_;
   net::LossScaler scaler_;
+  net::LossScaler::Snapshot scaler_seen_;  // the scaler as read_stats() last read it
   RestoreF32 restore_;
   bool has_dropout_ = false;  // then every step keys its masks (net::set_dropout_step)
   const bool split_;          // fine-tuning: backbone and head

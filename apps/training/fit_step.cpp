@@ -41,13 +41,13 @@ void FitRun::train_step(EpochState& e, const data::Batch& b, const DeviceBatch& 
   if (schedule_options_.cycle_momentum) opt_.set_momentum(momentum_);
   if (reducer_) reducer_->prepare();
   if (mixed_) {
-    const double s = scaler_.scale();
-    backward_scaled(loss, s);
+    // The scale seeds backward from the device (bf16: a scale of 1).
+    loss.backward(scaler_.seed(loss));
     if (reducer_) reducer_->finish();  // averaged gradients: every rank takes the same decision below
     // An inf/NaN gradient (the scale was too high, or f16 overflowed
-    // forward) skips the step; the scaler halves the scale (bf16: the
-    // scale stays 1, the skip is counted).
-    scaler_.update(opt_.step_if_finite(lr_, 1.0 / s));
+    // forward) skips the step and the scaler halves the scale (bf16: the
+    // scale stays 1, the skip is counted), all decided on the device.
+    opt_.step_scaled(lr_, scaler_);
   } else {
     loss.backward();
     if (reducer_) reducer_->finish();
@@ -67,6 +67,10 @@ void FitRun::train_step(EpochState& e, const data::Batch& b, const DeviceBatch& 
 void FitRun::read_stats(EpochState& e) {
   const StepStats::Sums r = e.stats.read();
   if (r.steps == 0) return;
+  if (mixed_) {  // the scaler's counts for the log, and the end of a run of skipped steps
+    scaler_seen_ = scaler_.read();
+    scaler_.check_divergence(scaler_seen_);
+  }
   if (!mixed_ && !std::isfinite(r.loss_sum)) {
     if (show_bar_) bar_.clear();
     const std::string where =

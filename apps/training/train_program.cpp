@@ -133,7 +133,16 @@ int run_benchmark(const TrainSettings& s, Device device, const DistRun& dist) {
     std::fprintf(out, "All-reduce: %.1f ms per step, %.1f ms of it exposed (%.0f%% hidden behind backward)\n",
                  1e3 * r.comm.comm_seconds / double(r.comm.steps), 1e3 * r.comm.exposed_seconds / double(r.comm.steps),
                  100.0 * r.comm.hidden_share());
-  if (s.profile) print_profile(out);
+  if (s.profile && device.is_cpu()) print_profile(out);
+  if (s.profile && !device.is_cpu() && r.timed_steps > 0) {
+    const DeviceWorkCounts& w = r.step_work;
+    const double n = double(r.timed_steps);
+    std::fprintf(out,
+                 "Device work per step: %.1f launches (%.1f kernels, %.1f cuDNN/cuBLAS calls, %.1f copies), "
+                 "%.2f host waits (over %lld timed steps)\n",
+                 double(w.launches()) / n, double(w.kernels) / n, double(w.library_calls) / n, double(w.copies) / n,
+                 double(w.host_waits) / n, (long long)r.timed_steps);
+  }
   return 0;
 }
 
@@ -193,7 +202,8 @@ int run_train_program(const TrainProgram& program, int argc, char** argv) {
                  env.world, env.source.c_str(), env.master_addr.c_str(), env.master_port,
                  dist.comm ? dist.comm->backend() : "none", (long long)(s.batch_size * env.world), (long long)s.batch_size,
                  env.world);
-  EMBER_CHECK(!s.profile || device.is_cpu(), "--profile times CPU kernels only (on a GPU use Nsight Systems)");
+  EMBER_CHECK(!s.profile || device.is_cpu() || s.benchmark,
+              "--profile on a GPU counts the device work of --benchmark 1 steps (for kernel times use Nsight Systems)");
   set_kernel_profiling(s.profile);
   if (s.benchmark) {
     run_benchmark(s, device, dist);

@@ -5,7 +5,7 @@
 
 #include "net/lr_schedule.h"
 
-#if defined(EMBER_CUDA)
+#if defined(EMBER_CUDA) || defined(EMBER_CUDASIM)  // a GPU, or the emulator's (build/train_resnet_sim)
 #include "cuda/cuda_device.h"
 #endif
 
@@ -106,7 +106,9 @@ void declare_train_flags(Flags& f, TrainSettings& s) {
         "224; finetune_resnet: the checkpoint's, else 3,224,224; 1,H,W reads colour records as grey), or the "
         "benchmark's; Fashion-MNIST is 1,28,28");
   f.add("num-batches", &s.num_batches, "benchmark: timed batches (after 3 warm-up batches)");
-  f.add("profile", &s.profile, "1: time every CPU kernel call and print a table by kernel and dtype at the end");
+  f.add("profile", &s.profile,
+        "1: time every CPU kernel call and print a table by kernel and dtype at the end; on a GPU with --benchmark 1: "
+        "kernel launches, cuDNN/cuBLAS calls, copies and host waits per step");
   f.group("devices");
   f.add("gpus", &s.gpus, "GPUs to train on, e.g. 0, or 0,1,2,3 for one worker per GPU (empty: the CPU)");
   declare_gpu_flags(f, s.gpu);
@@ -124,7 +126,7 @@ void declare_gpu_flags(Flags& f, GpuOptions& g) {
 }
 
 Device open_gpu(int index, const GpuOptions& o, std::string* line) {
-#if defined(EMBER_CUDA)
+#if defined(EMBER_CUDA) || defined(EMBER_CUDASIM)
   cuda::init(index, cuda::parse_conv_backend(o.conv), /*pinned_host=*/true);
   cuda::set_cudnn_benchmark(o.cudnn_benchmark);
   cuda::set_cudnn_deterministic(o.cudnn_deterministic);

@@ -23,14 +23,17 @@ void cublas_gemm(DType dt, bool trans_a, bool trans_b, int64_t M, int64_t N, int
     const float a = float(alpha), b = float(beta);
     CUBLAS_CHECK(cublas_api().sgemm(h, op_b, op_a, int(N), int(M), int(K), &a, static_cast<const float*>(B), int(ldb),
                              static_cast<const float*>(A), int(lda), &b, static_cast<float*>(C), int(ldc)));
+    count_device_work(DeviceWork::library_call);
   } else if (dt == DType::f64) {
     CUBLAS_CHECK(cublas_api().dgemm(h, op_b, op_a, int(N), int(M), int(K), &alpha, static_cast<const double*>(B), int(ldb),
                              static_cast<const double*>(A), int(lda), &beta, static_cast<double*>(C), int(ldc)));
+    count_device_work(DeviceWork::library_call);
   } else if (is_16bit_float(dt)) {
     const float a = float(alpha), b = float(beta);
     const cudaDataType t = dt == DType::f16 ? CUDA_R_16F : CUDA_R_16BF;
     CUBLAS_CHECK(cublas_api().gemm_ex(h, op_b, op_a, int(N), int(M), int(K), &a, B, t, int(ldb), A, t, int(lda), &b, C,
                                       t, int(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    count_device_work(DeviceWork::library_call);
   } else {
     fail(cat("cublas gemm: unsupported dtype ", dtype_name(dt)));
   }

@@ -36,6 +36,7 @@ void cudnn_batch_norm_forward_train(DType dt, const void* x, const void* gamma, 
                                                      b.one(dt), b.zero(dt), d.x, x, d.x, y, d.param, gamma, beta,
                                                      momentum, running_mean, running_var, eps, save_mean,
                                                      save_invstd));
+  count_device_work(DeviceWork::library_call);
 }
 
 void cudnn_batch_norm_forward_eval(DType dt, const void* x, const void* gamma, const void* beta,
@@ -46,6 +47,7 @@ void cudnn_batch_norm_forward_eval(DType dt, const void* x, const void* gamma, c
   CUDNN_CHECK(cudnnBatchNormalizationForwardInference(cudnn_handle(as_cuda_stream(s)), CUDNN_BATCHNORM_SPATIAL,
                                                       b.one(dt), b.zero(dt), d.x, x, d.x, y, d.param, gamma, beta,
                                                       running_mean, running_var, eps));
+  count_device_work(DeviceWork::library_call);
 }
 
 void cudnn_batch_norm_backward_train(DType dt, const void* x, const void* gy, const void* gamma,
@@ -56,6 +58,7 @@ void cudnn_batch_norm_backward_train(DType dt, const void* x, const void* gy, co
   CUDNN_CHECK(cudnnBatchNormalizationBackward(cudnn_handle(as_cuda_stream(s)), CUDNN_BATCHNORM_SPATIAL, b.one(dt),
                                               b.zero(dt), b.one(dt), b.zero(dt), d.x, x, d.x, gy, d.x, gx, d.param,
                                               gamma, ggamma, gbeta, eps, save_mean, save_invstd));
+  count_device_work(DeviceWork::library_call);
 }
 
 }  // namespace ember::cuda

@@ -166,6 +166,7 @@ void cudnn_conv2d_forward(DType dt, const Conv2dGeometry& g, const void* x, cons
   const Blend b;
   CUDNN_CHECK(cudnnConvolutionForward(h, b.one(dt), d.x, x, d.w, w, d.conv, cudnnConvolutionFwdAlgo_t(c.algo),
                                       ws.get(), c.workspace, b.zero(dt), d.y, y));
+  count_device_work(DeviceWork::library_call);
 }
 
 void cudnn_conv2d_backward_data(DType dt, const Conv2dGeometry& g, const void* gy, const void* w, void* gx,
@@ -190,6 +191,7 @@ void cudnn_conv2d_backward_data(DType dt, const Conv2dGeometry& g, const void* g
   CUDNN_CHECK(cudnnConvolutionBackwardData(h, b.one(dt), d.w, w, d.y, gy, d.conv,
                                            cudnnConvolutionBwdDataAlgo_t(c.algo), ws.get(), c.workspace, b.zero(dt),
                                            d.x, gx));
+  count_device_work(DeviceWork::library_call);
 }
 
 void cudnn_conv2d_backward_filter(DType dt, const Conv2dGeometry& g, const void* x, const void* gy, void* gw,
@@ -214,6 +216,7 @@ void cudnn_conv2d_backward_filter(DType dt, const Conv2dGeometry& g, const void*
   CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, b.one(dt), d.x, x, d.y, gy, d.conv,
                                              cudnnConvolutionBwdFilterAlgo_t(c.algo), ws.get(), c.workspace,
                                              b.zero(dt), d.w, gw));
+  count_device_work(DeviceWork::library_call);
 }
 
 }  // namespace ember::cuda

@@ -28,6 +28,7 @@ void cudnn_max_pool2d_forward(DType dt, const Pool2dGeometry& g, const void* x, 
   PoolDescriptors d(dt, g, "max_pool2d_forward");
   const Blend b;
   CUDNN_CHECK(cudnnPoolingForward(cudnn_handle(as_cuda_stream(s)), d.pool, b.one(dt), d.x, x, b.zero(dt), d.y, y));
+  count_device_work(DeviceWork::library_call);
 }
 
 void cudnn_max_pool2d_backward(DType dt, const Pool2dGeometry& g, const void* x, const void* y, const void* gy,
@@ -36,6 +37,7 @@ void cudnn_max_pool2d_backward(DType dt, const Pool2dGeometry& g, const void* x,
   const Blend b;
   CUDNN_CHECK(cudnnPoolingBackward(cudnn_handle(as_cuda_stream(s)), d.pool, b.one(dt), d.y, y, d.y, gy, d.x, x,
                                    b.zero(dt), d.x, gx));
+  count_device_work(DeviceWork::library_call);
 }
 
 }  // namespace ember::cuda

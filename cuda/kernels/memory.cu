@@ -108,7 +108,10 @@ void cast(DType src_dt, const void* x, DType dst_dt, void* y, int64_t n, Stream 
   if (n <= 0) return;
   const cudaStream_t s = as_cuda_stream(stream);
   if (src_dt == dst_dt) {
-    if (x != y) CUDA_CHECK(cudaMemcpyAsync(y, x, size_t(n) * dtype_size(src_dt), cudaMemcpyDeviceToDevice, s));
+    if (x != y) {
+      CUDA_CHECK(cudaMemcpyAsync(y, x, size_t(n) * dtype_size(src_dt), cudaMemcpyDeviceToDevice, s));
+      count_device_work(DeviceWork::copy);
+    }
     return;
   }
   dispatch_float_half(src_dt, "cast", [&](auto src) {

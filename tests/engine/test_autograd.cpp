@@ -98,6 +98,20 @@ TEST_CASE("autograd: a leaf's gradient is its own copy, not the upstream tensor"
   CHECK(grad_of(l) == std::vector<double>{3});
 }
 
+TEST_CASE("autograd: a fresh gradient is kept as the leaf's .grad; one sharing storage with the caller's is copied") {
+  // scale's backward makes a new tensor that nothing else holds: it becomes x.grad as it is.
+  Tensor x = leaf({1, 2, 3, 4}, {2, 2});
+  Tensor seed = Tensor::from_vector({1, 1, 1, 1}, {4}, DType::f64);
+  ops::reshape(ops::scale(x, 2.0), {4}).backward(seed);
+  CHECK(grad_of(x) == std::vector<double>{2, 2, 2, 2});
+  // reshape's backward returns a view of the seed, which the caller still holds: x.grad must be a copy.
+  Tensor y = leaf({1, 2, 3, 4}, {2, 2});
+  ops::reshape(y, {4}).backward(seed);
+  seed.data<double>()[0] = 100;
+  CHECK(grad_of(y) == std::vector<double>{1, 1, 1, 1});
+  CHECK(y.grad().raw_data() != seed.raw_data());
+}
+
 TEST_CASE("autograd: backward() of a scalar seeds 1; of a non-scalar it needs a gradient") {
   Tensor x = leaf({1, 2, 3}, {3}, DType::f32);
   ops::sum(x).backward();

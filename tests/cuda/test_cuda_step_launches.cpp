@@ -1,0 +1,73 @@
+// tests/cuda/test_cuda_step_launches.cpp — what one training step of fit()
+// puts on the device, for ResNet-50's structure: kernel launches, library
+// calls, copies and host waits (engine/device_work.h), in f32, fp16 and bf16. A step's cost is the difference between an epoch of 4
+// steps and one of 2, halved, so that per-run work (converting the model,
+// the epoch's reads) cancels. The model is ResNet-50 narrowed to width 4 on
+// 10x10 images: the same layers, so the same launches, as at full size.
+#include <cstdio>
+
+#include "apps/training/fit.h"
+#include "engine/device_work.h"
+#include "net/resnet.h"
+#include "tests/cuda/cuda_test_env.h"
+
+namespace {
+
+using namespace ember;
+
+DeviceWorkCounts fit_cost(int64_t images, DType precision) {
+  const data::ImageSet set = data::subset(testing::separable_image_set(), 0, images);
+  net::ResNetConfig c = testing::tiny_resnet_config(DType::f32);
+  c.num_layers = 50;
+  c.width = 4;
+  c.stem_kernel = 7;
+  Generator gen(3);
+  net::ResNet model(c, gen);
+  model.to(Device::cuda(0));
+  data::BatchIterator::Options io;
+  io.batch_size = 8;
+  data::BatchIterator it(set, io);
+  apps::FitOptions fo;
+  fo.num_epochs = 1;
+  fo.lr = 0.05;
+  fo.device = Device::cuda(0);
+  fo.precision = precision;
+  fo.disp_batches = 1000;
+  fo.log = std::fopen("/dev/null", "w");
+  const DeviceWorkCounts before = device_work_counts();
+  const apps::FitResult r = apps::fit(model, it, nullptr, fo);
+  const DeviceWorkCounts cost = device_work_counts() - before;
+  std::fclose(fo.log);
+  REQUIRE(r.steps == images / 8);
+  return cost;
+}
+
+DeviceWorkCounts per_step(DType precision) {
+  const DeviceWorkCounts d = fit_cost(32, precision) - fit_cost(16, precision);
+  CHECK(d.kernels % 2 == 0);
+  CHECK(d.copies % 2 == 0);
+  return {d.kernels / 2, d.library_calls / 2, d.copies / 2, d.host_waits / 2};
+}
+
+}  // namespace
+
+TEST_CASE("cuda step launches: a ResNet-50 training step in f32, fp16 and bf16 (launches and host waits)" *
+          ember::testing::kNeedsCudaDevice) {
+  REQUIRE(testing::cuda_available());
+  DeviceWorkCounts f32;
+  for (const DType precision : {DType::f32, DType::f16, DType::bf16}) {
+    CAPTURE(dtype_name(precision));
+    const DeviceWorkCounts s = per_step(precision);
+    MESSAGE("ResNet-50 step, " << dtype_name(precision) << ": " << s.launches() << " launches (" << s.kernels
+                               << " kernels, " << s.library_calls << " library calls, " << s.copies << " copies), "
+                               << s.host_waits << " host waits");
+    CHECK(s.host_waits == 0);
+    // The batch's images and labels, the optimizer's plan when a gradient moved: no copy per parameter
+    // (backward keeps each fresh gradient, engine/autograd.cpp).
+    CHECK(s.copies <= 4);
+    if (precision == DType::f32)
+      f32 = s;
+    else  // the mixed-precision step is three launches for the whole model (unscale, SGD, the scaler)
+      CHECK(s.launches() <= f32.launches() + 2);
+  }
+}
