@@ -153,6 +153,10 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
   }
 }
 
+size_t device_peak_bytes(Device device) {
+  return device.is_cpu() ? 0 : memory_backend(device.type).peak_bytes_in_use(device.index);
+}
+
 void finish_copies_ahead(Device device) {
   if (!device.is_cpu()) memory_backend(device.type).finish_copies_ahead(device.index);
 }

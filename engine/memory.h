@@ -33,6 +33,10 @@ struct MemoryBackend {
   }
   // Work issued from now on sees every copy_from_host_ahead made so far.
   virtual void finish_copies_ahead(int /*device_index*/) {}
+  // The most bytes the device had handed out at once (tensors and kernel
+  // workspaces, not the cache of freed blocks) since the process started;
+  // 0 where the backend does not count.
+  virtual size_t peak_bytes_in_use(int /*device_index*/) { return 0; }
 };
 
 // Registers the backend for a device type (the CPU one is built in).
@@ -45,6 +49,9 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
 // The MemoryBackend's finish_copies_ahead for `device` (nothing on the CPU).
 // Tensor::to_ahead makes the copies.
 void finish_copies_ahead(Device device);
+// The backend's peak_bytes_in_use for `device` (0 on the CPU, whose peak is
+// the process's resident memory).
+size_t device_peak_bytes(Device device);
 
 // Statistics of the CPU caching allocator.
 struct HostAllocatorStats {

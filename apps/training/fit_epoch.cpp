@@ -4,6 +4,7 @@
 // checkpoints; then the epoch's summary lines, validation (evaluate.cpp),
 // the time-to-accuracy target and the epoch's checkpoint.
 #include <algorithm>
+#include <cmath>
 
 #include "apps/training/fit_run.h"
 #include "net/checkpoint.h"
@@ -117,8 +118,10 @@ bool FitRun::finish_epoch(EpochState& e) {
   const double wait_share = seconds > 0 ? e.data_wait / seconds : 0;
   const double peak_mib = peak_rss_mib();
   std::fprintf(o_.log, "Epoch[%d] Train-accuracy=%.6f\n", e.epoch, result_.train_accuracy);
-  std::fprintf(o_.log, "Epoch[%d] Time cost=%.3f\tSpeed=%.2f samples/sec\tData-wait=%.1f%%\tPeak-RSS=%.0f MiB\n",
-               e.epoch, seconds, speed, 100.0 * wait_share, peak_mib);
+  const std::string device_peak =
+      o_.device.is_cpu() ? std::string() : cat("\tPeak-device-memory=", std::lround(device_peak_bytes(o_.device) / 1048576.0), " MiB");
+  std::fprintf(o_.log, "Epoch[%d] Time cost=%.3f\tSpeed=%.2f samples/sec\tData-wait=%.1f%%\tPeak-RSS=%.0f MiB%s\n",
+               e.epoch, seconds, speed, 100.0 * wait_share, peak_mib, device_peak.c_str());
   if (scaled_)
     std::fprintf(o_.log, "Epoch[%d] Loss-scale=%g Skipped-steps=%lld\n", e.epoch, scaler_seen_.scale,
                  (long long)scaler_seen_.skipped);

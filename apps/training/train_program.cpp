@@ -129,6 +129,9 @@ int run_benchmark(const TrainSettings& s, Device device, const DistRun& dist) {
                (long long)b.height, (long long)b.width, s.precision.c_str());
   const BenchmarkResult r = benchmark(model, b);  // resets the kernel profile after its warm-up
   std::fprintf(out, "Median speed: %.2f samples/sec\n", r.median_speed);
+  if (!device.is_cpu())
+    std::fprintf(out, "Peak device memory: %.0f MiB (tensors and workspaces in use, as torch.cuda.max_memory_allocated)\n",
+                 double(device_peak_bytes(device)) / 1048576.0);
   if (dist.env.world > 1 && r.comm.steps > 0)
     std::fprintf(out, "All-reduce: %.1f ms per step, %.1f ms of it exposed (%.0f%% hidden behind backward)\n",
                  1e3 * r.comm.comm_seconds / double(r.comm.steps), 1e3 * r.comm.exposed_seconds / double(r.comm.steps),

@@ -5,6 +5,8 @@
 // learn (a separable 5-class set: from chance to >= 50% in 6 steps). On the
 // emulator (build/test_sim) this runs every kernel a training step needs.
 #include <cmath>
+#include <cstdio>
+#include <string>
 
 #include "apps/training/fit.h"
 #include "cuda/allocator.h"
@@ -77,8 +79,22 @@ TEST_CASE("cuda training: fit() and evaluate() on the device" * ember::testing::
   fo.lr = 0.05;
   fo.device = Device::cuda(0);
   fo.disp_batches = 1000;
+  fo.log = std::tmpfile();
+  REQUIRE(fo.log != nullptr);
   const double before = apps::evaluate(model, set, 16, Device::cuda(0));
   const auto r = apps::fit(model, it, &set, fo);
+  std::rewind(fo.log);
+  std::string log;
+  for (int c; (c = std::fgetc(fo.log)) != EOF;) log += char(c);
+  std::fclose(fo.log);
+  // The epoch line gives the device's peak memory beside the host's.
+  CHECK(log.find("Epoch[1] Time cost=") != std::string::npos);
+  const size_t peak = log.find("Peak-device-memory=");
+  REQUIRE(peak != std::string::npos);
+  const long shown = std::stol(log.substr(peak + 19));
+  MESSAGE("epoch line: Peak-device-memory=" << shown << " MiB");
+  CHECK(shown == std::lround(double(cuda::device_allocator_stats().peak_bytes_in_use) / 1048576.0));
+  CHECK(shown > 0);
   MESSAGE("accuracy on the 48 images: " << before << " before, " << r.validation_accuracy << " after "
                                         << r.steps << " steps, train accuracy " << r.train_accuracy);
   CHECK(r.steps == 6);
