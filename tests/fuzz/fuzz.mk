@@ -30,7 +30,7 @@ FUZZ_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omi
 FUZZ_CXXFLAGS := -std=c++20 -O1 -g -fopenmp -Wall -Wextra -Wno-pass-failed $(FUZZ_SAN)
 # What the targets link: the parsers and the engine under them, compiled by
 # clang with coverage and sanitizers ($(FUZZ_BUILD)/obj), and the code no
-# outside byte reaches (ops/ and the layer an SGD needs, for the .states
+# outside byte reaches (ops/, and the layer and loss scaler an SGD needs, for the .states
 # target) as the ordinary g++ objects of $(BUILD), uninstrumented: clang 14
 # does not compile all of ops/ (f16/bf16 conversions, __builtin_cpu_supports
 # "f16c"), the fuzzers run faster, and coverage counts parser code only.
@@ -40,7 +40,7 @@ FUZZ_LIB_SRC  := $(wildcard data/*.cpp) engine/autograd.cpp engine/bfloat16.cpp 
                  net/module.cpp net/sgd.cpp apps/training/training_checkpoint.cpp apps/training/cpu_choices.cpp \
                  net/dist/frame.cpp net/dist/ring.cpp net/dist/buffer_math.cpp net/dist/socket.cpp \
                  net/dist/rendezvous.cpp net/dist/store.cpp
-FUZZ_PLAIN_SRC := engine/half.cpp net/layers.cpp $(wildcard ops/*.cpp ops/cpu/*.cpp ops/cpu/gemm/*.cpp ops/cpu/conv/*.cpp)
+FUZZ_PLAIN_SRC := engine/half.cpp net/layers.cpp net/mixed_precision.cpp $(wildcard ops/*.cpp ops/cpu/*.cpp ops/cpu/gemm/*.cpp ops/cpu/conv/*.cpp)
 FUZZ_SRC      := $(wildcard tests/fuzz/fuzz_*.cpp)
 FUZZ_NAMES    := $(patsubst tests/fuzz/%.cpp,%,$(FUZZ_SRC))
 FUZZ_BINS     := $(addprefix $(FUZZ_BUILD)/,$(FUZZ_NAMES))
