@@ -1,6 +1,6 @@
 // cuda/cuda_kernels.h — the hand-written CUDA implementations of every
 // kernel in ops/kernels.h (same names and signatures, namespace ember::cuda).
-// Each group lives in cuda/kernels/<group>.cu (the fused entries in fused.cu): a header comment, the
+// Each group lives in cuda/kernels/<group>.cu (add_relu in fused.cu, batch_norm_relu in batch_norm.cu): a header comment, the
 // __global__ kernels, then the launchers below, which take the stream from
 // the table call. cuda/kernel_table.cu puts them into the "cuda" table (or,
 // compiled by g++ with EMBER_CUDASIM, the "cuda-sim" table).

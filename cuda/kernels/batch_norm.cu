@@ -1,5 +1,6 @@
-// cuda/kernels/batch_norm.cu — the four batch-norm kernels (training and
-// inference forward, and their gradients), f32, f64, f16 and bf16; parameters
+// cuda/kernels/batch_norm.cu — the batch-norm kernels (training and
+// inference forward, and their gradients, and the training pair fused with
+// the ReLU after it), f32, f64, f16 and bf16; parameters
 // and statistics have the activation type, except with 16-bit activations, where
 // they are f32 (ops/kernels.h). Kernels are templated on the activation
 // storage type T; parameters, statistics, coefficients and the arithmetic
@@ -26,6 +27,10 @@
 //   backward  gbeta = sum gy, ggamma = invstd * sum gy * (x - mean),
 //             gx = A*gy + B*(x - mean) + D with A = gamma*invstd,
 //             B = -A*invstd*ggamma/M, D = -A*gbeta/M (training), gx = A*gy (eval)
+// With the ReLU fused (kRelu), the forward's elementwise pass stores
+// max(y, 0) (NaN stays NaN), and both backward passes read gy masked by the
+// output, g = y_out > 0 ? gy : 0, as the CPU's single-pass kernels do: no
+// ReLU launch and no masked copy of gy.
 #include "cuda/common.cuh"
 
 #include <algorithm>
@@ -52,8 +57,9 @@ constexpr int64_t kTargetBlocks = 264;     // split channels until about this ma
 //   kGrad = false:  pa = sum (x - shift), pb = sum (x - shift)^2, shift = x[0, c, 0]
 //   kGrad = true:   pa = sum gy,  pb = sum gy * (x - mean[c])  (x - mean in T)
 //   x, gy: [N, C, HW]   mean: [C]   pa, pb: [C, G]
+//   relu_y: [N, C, HW] or nullptr: gy counts only where relu_y > 0 (kGrad)
 template <typename T, bool kGrad, typename I, typename P = compute_t<T>>
-__global__ void partial_sums_kernel(const T* x, const T* gy, const P* mean, int64_t N, int64_t C,
+__global__ void partial_sums_kernel(const T* x, const T* gy, const T* relu_y, const P* mean, int64_t N, int64_t C,
                                     IndexDivisor<I> by_HW, int64_t chunk, double* pa, double* pb) {
   const int64_t HW = by_HW.value();
   const int64_t c = blockIdx.x, g = blockIdx.y, G = gridDim.y, M = N * HW;
@@ -69,7 +75,7 @@ __global__ void partial_sums_kernel(const T* x, const T* gy, const P* mean, int6
     by_HW.divmod(I(j), n, hw);
     const int64_t at = (int64_t(n) * C + c) * HW + hw;
     if constexpr (kGrad) {
-      const double gv = double(to_compute(gy[at]));
+      const double gv = relu_y && !(to_compute(relu_y[at]) > P(0)) ? 0.0 : double(to_compute(gy[at]));
       a += gv;
       b += gv * double(to_compute(x[at]) - center);
     } else {
@@ -128,8 +134,9 @@ __global__ void eval_coef_kernel(const T* gamma, const T* beta, const T* running
   }
 }
 
-// y = (x - coef[0, c]) * coef[1, c] + coef[2, c]        x, y: [N, C, HW]  coef: [3, C]
-template <typename T, typename I, typename P = compute_t<T>>
+// y = (x - coef[0, c]) * coef[1, c] + coef[2, c], then max(y, 0) when kRelu
+//   x, y: [N, C, HW]  coef: [3, C]
+template <typename T, typename I, bool kRelu, typename P = compute_t<T>>
 __global__ void forward_apply_kernel(const T* x, T* y, const P* coef, int64_t total, IndexDivisor<I> by_HW,
                                      IndexDivisor<I> by_C) {
   const int64_t C = by_C.value();
@@ -137,7 +144,8 @@ __global__ void forward_apply_kernel(const T* x, T* y, const P* coef, int64_t to
     I nc, hw, n, c;
     by_HW.divmod(I(i), nc, hw);
     by_C.divmod(nc, n, c);
-    y[i] = to_storage<T>((to_compute(x[i]) - coef[c]) * coef[C + c] + coef[2 * C + c]);
+    const P v = (to_compute(x[i]) - coef[c]) * coef[C + c] + coef[2 * C + c];
+    y[i] = to_storage<T>(kRelu && v < P(0) ? P(0) : v);
   }
 }
 
@@ -169,21 +177,22 @@ __global__ void backward_finalize_kernel(const double* pa, const double* pb, int
   }
 }
 
-// kTrain: gx = A*gy + (B*(x - mean) + D); else gx = A*gy.
-//   x, gy, gx: [N, C, HW]   coef: [4, C]
+// kTrain: gx = A*g + (B*(x - mean) + D); else gx = A*g; g = gy, or where
+// relu_y is given, relu_y > 0 ? gy : 0.
+//   x, gy, gx, relu_y: [N, C, HW]   coef: [4, C]
 template <typename T, bool kTrain, typename I, typename P = compute_t<T>>
-__global__ void backward_apply_kernel(const T* x, const T* gy, T* gx, const P* coef, int64_t total,
+__global__ void backward_apply_kernel(const T* x, const T* gy, const T* relu_y, T* gx, const P* coef, int64_t total,
                                       IndexDivisor<I> by_HW, IndexDivisor<I> by_C) {
   const int64_t C = by_C.value();
   for (int64_t i = grid_thread_index(); i < total; i += grid_thread_count()) {
     I nc, hw, n, c;
     by_HW.divmod(I(i), nc, hw);
     by_C.divmod(nc, n, c);
+    const P g = relu_y && !(to_compute(relu_y[i]) > P(0)) ? P(0) : to_compute(gy[i]);
     if (kTrain)
-      gx[i] = to_storage<T>(coef[C + c] * to_compute(gy[i]) +
-                            (coef[2 * C + c] * (to_compute(x[i]) - coef[c]) + coef[3 * C + c]));
+      gx[i] = to_storage<T>(coef[C + c] * g + (coef[2 * C + c] * (to_compute(x[i]) - coef[c]) + coef[3 * C + c]));
     else
-      gx[i] = to_storage<T>(coef[C + c] * to_compute(gy[i]));
+      gx[i] = to_storage<T>(coef[C + c] * g);
   }
 }
 
@@ -202,33 +211,34 @@ Split split_channels(int64_t C, int64_t M) {
 
 // Partial sums of every channel into `part` ([2, C, G] doubles).
 template <typename T, bool kGrad>
-void partial_sums(const T* x, const T* gy, const compute_t<T>* mean, int64_t N, int64_t C, int64_t HW, const Split& sp,
-                  double* part, cudaStream_t stream) {
+void partial_sums(const T* x, const T* gy, const T* relu_y, const compute_t<T>* mean, int64_t N, int64_t C,
+                  int64_t HW, const Split& sp, double* part, cudaStream_t stream) {
   EMBER_CHECK(C <= 0x7fffffff, "cuda batch norm: too many channels (", C, ")");
   with_index_type(N * HW, [&](auto i) {
     using I = decltype(i);
     launch(partial_sums_kernel<T, kGrad, I>, dim3(unsigned(C), unsigned(sp.G)), dim3(kSumThreads), 0, stream, x, gy,
-           mean, N, C, IndexDivisor<I>(HW), sp.chunk, part, part + C * sp.G);
+           relu_y, mean, N, C, IndexDivisor<I>(HW), sp.chunk, part, part + C * sp.G);
   });
 }
 
-// y = the forward's affine map of x, over `total` = N*C*HW elements.
+// y = the forward's affine map of x (then max(., 0) when relu), over `total` = N*C*HW elements.
 template <typename T, typename P = compute_t<T>>
-void forward_apply(const T* x, T* y, const P* coef, int64_t total, int64_t C, int64_t HW, cudaStream_t stream) {
+void forward_apply(const T* x, T* y, const P* coef, int64_t total, int64_t C, int64_t HW, bool relu,
+                   cudaStream_t stream) {
   if (total <= 0) return;
   with_index_type(total, [&](auto i) {
     using I = decltype(i);
-    launch(forward_apply_kernel<T, I>, dim3(blocks_for(total, kApplyThreads)), dim3(kApplyThreads), 0, stream, x, y,
-           coef, total, IndexDivisor<I>(HW), IndexDivisor<I>(C));
+    launch(relu ? forward_apply_kernel<T, I, true> : forward_apply_kernel<T, I, false>,
+           dim3(blocks_for(total, kApplyThreads)), dim3(kApplyThreads), 0, stream, x, y, coef, total,
+           IndexDivisor<I>(HW), IndexDivisor<I>(C));
   });
 }
 
-}  // namespace
-
-void batch_norm_forward_train(DType dt, const void* x, const void* gamma, const void* beta, void* y,
-                              void* save_mean, void* save_invstd, void* running_mean, void* running_var, int64_t N,
-                              int64_t C, int64_t HW, double momentum, double eps, Stream stream) {
-  dispatch_float_half(dt, "batch_norm_forward_train", [&](auto zero) {
+// The training forward: partial sums, finalize, the elementwise pass (with the ReLU when relu).
+void forward_train(const char* name, DType dt, const void* x, const void* gamma, const void* beta, void* y,
+                   void* save_mean, void* save_invstd, void* running_mean, void* running_var, int64_t N, int64_t C,
+                   int64_t HW, double momentum, double eps, bool relu, Stream stream) {
+  dispatch_float_half(dt, name, [&](auto zero) {
     using T = decltype(zero);
     using P = compute_t<T>;
     if (C <= 0) return;
@@ -237,13 +247,31 @@ void batch_norm_forward_train(DType dt, const void* x, const void* gamma, const 
     const Split sp = split_channels(C, N * HW);
     DeviceBuffer part(size_t(2 * C * sp.G) * sizeof(double));
     DeviceBuffer coef(size_t(3 * C) * sizeof(P));
-    partial_sums<T, false>(px, nullptr, nullptr, N, C, HW, sp, part.as<double>(), s);
+    partial_sums<T, false>(px, nullptr, nullptr, nullptr, N, C, HW, sp, part.as<double>(), s);
     launch(forward_finalize_kernel<T>, dim3(blocks_for(C, kChannelThreads)), dim3(kChannelThreads), 0, s, px,
            part.as<double>(), part.as<double>() + C * sp.G, sp.G, N, C, HW, static_cast<const P*>(gamma),
            static_cast<const P*>(beta), static_cast<P*>(save_mean), static_cast<P*>(save_invstd),
            static_cast<P*>(running_mean), static_cast<P*>(running_var), momentum, eps, coef.as<P>());
-    forward_apply<T>(px, static_cast<T*>(y), coef.as<const P>(), N * C * HW, C, HW, s);
+    forward_apply<T>(px, static_cast<T*>(y), coef.as<const P>(), N * C * HW, C, HW, relu, s);
   });
+}
+
+}  // namespace
+
+void batch_norm_forward_train(DType dt, const void* x, const void* gamma, const void* beta, void* y,
+                              void* save_mean, void* save_invstd, void* running_mean, void* running_var, int64_t N,
+                              int64_t C, int64_t HW, double momentum, double eps, Stream stream) {
+  forward_train("batch_norm_forward_train", dt, x, gamma, beta, y, save_mean, save_invstd, running_mean, running_var,
+                N, C, HW, momentum, eps, /*relu=*/false, stream);
+}
+
+// y = relu(batch norm of x): one elementwise pass stores both.
+//   x, y: [N, C, HW]   the rest: [C]
+void batch_norm_relu_forward_train(DType dt, const void* x, const void* gamma, const void* beta, void* y,
+                                   void* save_mean, void* save_invstd, void* running_mean, void* running_var,
+                                   int64_t N, int64_t C, int64_t HW, double momentum, double eps, Stream stream) {
+  forward_train("batch_norm_relu_forward_train", dt, x, gamma, beta, y, save_mean, save_invstd, running_mean,
+                running_var, N, C, HW, momentum, eps, /*relu=*/true, stream);
 }
 
 void batch_norm_forward_eval(DType dt, const void* x, const void* gamma, const void* beta,
@@ -259,21 +287,21 @@ void batch_norm_forward_eval(DType dt, const void* x, const void* gamma, const v
     launch(eval_coef_kernel<P>, dim3(blocks_for(C, kChannelThreads)), dim3(kChannelThreads), 0, s,
            static_cast<const P*>(gamma), static_cast<const P*>(beta), static_cast<const P*>(running_mean),
            static_cast<const P*>(running_var), C, eps, coef.as<P>());
-    forward_apply<T>(static_cast<const T*>(x), static_cast<T*>(y), coef.as<const P>(), total, C, HW, s);
+    forward_apply<T>(static_cast<const T*>(x), static_cast<T*>(y), coef.as<const P>(), total, C, HW, false, s);
   });
 }
 
 namespace {
-// The two backward kernels: partial sums, finalize (kTrain picks the
-// formula), elementwise gx.
+// The backward kernels: partial sums, finalize (kTrain picks the
+// formula), elementwise gx; gy masked by relu_y when it is given.
 template <typename T, bool kTrain, typename P = compute_t<T>>
-void batch_norm_backward(const T* x, const T* gy, const P* gamma, const P* mean, const P* stat, double eps, T* gx,
-                         P* ggamma, P* gbeta, int64_t N, int64_t C, int64_t HW, cudaStream_t s) {
+void batch_norm_backward(const T* x, const T* gy, const T* relu_y, const P* gamma, const P* mean, const P* stat,
+                         double eps, T* gx, P* ggamma, P* gbeta, int64_t N, int64_t C, int64_t HW, cudaStream_t s) {
   if (C <= 0) return;
   const Split sp = split_channels(C, N * HW);
   DeviceBuffer part(size_t(2 * C * sp.G) * sizeof(double));
   DeviceBuffer coef(size_t(4 * C) * sizeof(P));
-  partial_sums<T, true>(x, gy, mean, N, C, HW, sp, part.as<double>(), s);
+  partial_sums<T, true>(x, gy, relu_y, mean, N, C, HW, sp, part.as<double>(), s);
   launch(backward_finalize_kernel<P, kTrain>, dim3(blocks_for(C, kChannelThreads)), dim3(kChannelThreads), 0, s,
          part.as<double>(), part.as<double>() + C * sp.G, sp.G, N * HW, C, gamma, mean, stat, eps, ggamma, gbeta,
          coef.as<P>());
@@ -282,7 +310,7 @@ void batch_norm_backward(const T* x, const T* gy, const P* gamma, const P* mean,
     with_index_type(total, [&](auto i) {
       using I = decltype(i);
       launch(backward_apply_kernel<T, kTrain, I>, dim3(blocks_for(total, kApplyThreads)), dim3(kApplyThreads), 0, s,
-             x, gy, gx, coef.as<const P>(), total, IndexDivisor<I>(HW), IndexDivisor<I>(C));
+             x, gy, relu_y, gx, coef.as<const P>(), total, IndexDivisor<I>(HW), IndexDivisor<I>(C));
     });
 }
 }  // namespace
@@ -293,7 +321,8 @@ void batch_norm_backward_train(DType dt, const void* x, const void* gy, const vo
   dispatch_float_half(dt, "batch_norm_backward_train", [&](auto zero) {
     using T = decltype(zero);
     using P = compute_t<T>;
-    batch_norm_backward<T, true>(static_cast<const T*>(x), static_cast<const T*>(gy), static_cast<const P*>(gamma),
+    batch_norm_backward<T, true>(static_cast<const T*>(x), static_cast<const T*>(gy), nullptr,
+                                 static_cast<const P*>(gamma),
                                  static_cast<const P*>(save_mean), static_cast<const P*>(save_invstd), 0.0,
                                  static_cast<T*>(gx), static_cast<P*>(ggamma), static_cast<P*>(gbeta), N, C, HW,
                                  as_cuda_stream(stream));
@@ -306,10 +335,27 @@ void batch_norm_backward_eval(DType dt, const void* x, const void* gy, const voi
   dispatch_float_half(dt, "batch_norm_backward_eval", [&](auto zero) {
     using T = decltype(zero);
     using P = compute_t<T>;
-    batch_norm_backward<T, false>(static_cast<const T*>(x), static_cast<const T*>(gy), static_cast<const P*>(gamma),
+    batch_norm_backward<T, false>(static_cast<const T*>(x), static_cast<const T*>(gy), nullptr,
+                                  static_cast<const P*>(gamma),
                                   static_cast<const P*>(running_mean), static_cast<const P*>(running_var), eps,
                                   static_cast<T*>(gx), static_cast<P*>(ggamma), static_cast<P*>(gbeta), N, C, HW,
                                   as_cuda_stream(stream));
+  });
+}
+
+// The gradients of y = relu(batch norm of x): batch norm's of (y > 0 ? gy : 0),
+// the mask applied as both passes read gy.
+//   x, y, gy, gx: [N, C, HW]   the rest: [C]
+void batch_norm_relu_backward_train(DType dt, const void* x, const void* y, const void* gy, const void* gamma,
+                                    const void* save_mean, const void* save_invstd, void* gx, void* ggamma,
+                                    void* gbeta, int64_t N, int64_t C, int64_t HW, double /*eps*/, Stream stream) {
+  dispatch_float_half(dt, "batch_norm_relu_backward_train", [&](auto zero) {
+    using T = decltype(zero);
+    using P = compute_t<T>;
+    batch_norm_backward<T, true>(static_cast<const T*>(x), static_cast<const T*>(gy), static_cast<const T*>(y),
+                                 static_cast<const P*>(gamma), static_cast<const P*>(save_mean),
+                                 static_cast<const P*>(save_invstd), 0.0, static_cast<T*>(gx),
+                                 static_cast<P*>(ggamma), static_cast<P*>(gbeta), N, C, HW, as_cuda_stream(stream));
   });
 }
 

@@ -387,6 +387,52 @@ TEST_CASE("cuda batch norm train/eval forward and backward match the cpu" * embe
     }
 }
 
+TEST_CASE("cuda batch norm + relu (fused, training) forward and backward match the cpu" *
+          ember::testing::kNeedsCudaDevice) {
+  REQUIRE(cuda_available());
+  const int64_t N = 3, C = 4, HW = 700;  // long channels: several partial-sum blocks
+  const double momentum = 0.1, eps = 1e-5;
+  uint64_t seed = 6000;
+  for (DType dt : kFloatTypes) {
+    CAPTURE(dtype_name(dt));
+    const double tol = tolerance(dt);
+    const Shape xs{N, C, HW}, cs{C};
+    // Centred data: about half of each channel's outputs are negative and masked.
+    const Both x = both(uniform(xs.numel(), seed++, -1.0, 1.0), xs, dt);
+    const Both gamma = both(uniform(C, seed++, 0.5, 1.5), cs, dt);
+    const Both beta = both(uniform(C, seed++, -0.2, 0.2), cs, dt);
+    const Both rmean = both(uniform(C, seed++), cs, dt), rvar = both(uniform(C, seed++, 0.5, 2.0), cs, dt);
+    const Both y = both_filled(xs.numel(), kNaN, dt);
+    const Both smean = both_filled(C, kNaN, dt), sinv = both_filled(C, kNaN, dt);
+    cpu_table().batch_norm_relu_forward_train(dt, x.c(), gamma.c(), beta.c(), y.c(), smean.c(), sinv.c(), rmean.c(),
+                                              rvar.c(), N, C, HW, momentum, eps, nullptr);
+    cuda_table().batch_norm_relu_forward_train(dt, x.d(), gamma.d(), beta.d(), y.d(), smean.d(), sinv.d(), rmean.d(),
+                                               rvar.d(), N, C, HW, momentum, eps, cuda_stream());
+    expect_close(y, tol, "relu forward y");
+    expect_close(smean, tol, "save_mean");
+    expect_close(sinv, tol, "save_invstd");
+    const std::vector<double> yd = y.dev.to_double_vector();
+    const auto zeros = std::count(yd.begin(), yd.end(), 0.0);
+    CHECK(zeros > xs.numel() / 4);  // the ReLU masked a good share
+    CHECK(zeros < 3 * xs.numel() / 4);
+    CHECK(*std::min_element(yd.begin(), yd.end()) == 0.0);
+
+    // Backward from the CPU's output and statistics (the same values on both).
+    const Both y2 = both(y.cpu.to_double_vector(), xs, dt);
+    const Both sm = both(smean.cpu.to_double_vector(), cs, dt), si = both(sinv.cpu.to_double_vector(), cs, dt);
+    const Both gy = both(uniform(xs.numel(), seed++), xs, dt);
+    const Both gx = both_filled(xs.numel(), kNaN, dt);
+    const Both gg = both_filled(C, kNaN, dt), gb = both_filled(C, kNaN, dt);
+    cpu_table().batch_norm_relu_backward_train(dt, x.c(), y2.c(), gy.c(), gamma.c(), sm.c(), si.c(), gx.c(), gg.c(),
+                                               gb.c(), N, C, HW, eps, nullptr);
+    cuda_table().batch_norm_relu_backward_train(dt, x.d(), y2.d(), gy.d(), gamma.d(), sm.d(), si.d(), gx.d(), gg.d(),
+                                                gb.d(), N, C, HW, eps, cuda_stream());
+    expect_close(gx, tol, "relu backward gx");
+    expect_close(gg, tol, "relu backward ggamma");
+    expect_close(gb, tol, "relu backward gbeta");
+  }
+}
+
 // ---------------------------------------------------------------- pooling
 
 TEST_CASE("cuda max pooling forward (values, argmax) and backward match the cpu" * ember::testing::kNeedsCudaDevice) {
