@@ -50,6 +50,16 @@
 #define EMBER_UNROLL _Pragma("unroll")
 #endif
 
+// EMBER_NO_UNROLL before a loop whose stride is known only at run time
+// (blockDim.x): nvcc keeps it rolled, where unrolling would compute its
+// trip count with a 64-bit division (tests/cuda/test_cuda_ptx.cpp finds
+// divisions inside loops); g++ ignores it.
+#if defined(EMBER_CUDASIM)
+#define EMBER_NO_UNROLL
+#else
+#define EMBER_NO_UNROLL _Pragma("unroll 1")
+#endif
+
 namespace ember::cuda {
 
 // Launches kernel<<<grid, block, smem, stream>>>(args...) (or runs it on the

@@ -82,6 +82,7 @@ __device__ void unscale_chunk(const MultiTensorSlice& s, int64_t begin, int64_t 
   float* __restrict__ out = s.grad32;
   int64_t i = begin + threadIdx.x * 4;
   if (aligned16(g + begin) && aligned16(out + begin)) {
+    EMBER_NO_UNROLL
     for (; i + 4 <= end; i += int64_t(blockDim.x) * 4) {
       float v[4];
       load4(g + i, v);
@@ -96,6 +97,7 @@ __device__ void unscale_chunk(const MultiTensorSlice& s, int64_t begin, int64_t 
   } else {
     i = begin + threadIdx.x;
   }
+  EMBER_NO_UNROLL
   for (; i < end; i += blockDim.x) {
     const float v = to_compute(g[i]);
     bad |= !finite(v);
@@ -137,6 +139,7 @@ __device__ void sgd_chunk(const MultiTensorSlice& s, int64_t begin, int64_t end,
                       (!h || (reinterpret_cast<uintptr_t>(h + begin) & (4 * sizeof(H) - 1)) == 0);
   if (vector) {
     i = begin + threadIdx.x * 4;
+    EMBER_NO_UNROLL
     for (; i + 4 <= end; i += int64_t(blockDim.x) * 4) {
       float gv[4], wv[4], bv[4];
       load4(g + i, gv);
@@ -152,6 +155,7 @@ __device__ void sgd_chunk(const MultiTensorSlice& s, int64_t begin, int64_t end,
   } else {
     i = begin + threadIdx.x;
   }
+  EMBER_NO_UNROLL
   for (; i < end; i += blockDim.x) {
     const float wi = sgd_element(g[i], w[i], b ? &b[i] : nullptr, step, wd, mom, nesterov);
     if (h) h[i] = to_storage<H>(wi);
