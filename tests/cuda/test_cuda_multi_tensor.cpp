@@ -287,19 +287,19 @@ TEST_CASE("cuda multi-tensor step: a ResNet learns in fp16 and bf16 on the devic
     net::LossScalerOptions so;
     if (half == DType::bf16) so.fixed_scale = 1.0;
     net::LossScaler scaler(so, device);
-    const data::ImageSet set = testing::separable_image_set();
+    const data::ImageSet set = data::subset(testing::separable_image_set(), 0, 16);
     Tensor x = Tensor::from_data(set.pixels.data(), {set.count, 1, 10, 10}).to(device);
     Tensor y = Tensor::from_data(set.labels.data(), {set.count}).to(device);
     const int64_t waits = device_work_counts().host_waits;
     Tensor first, last;
-    for (int step = 0; step < 8; ++step) {
+    for (int step = 0; step < 6; ++step) {
       const Tensor loss = ops::cross_entropy(model(x), y);
       opt.zero_grad();
       loss.backward(scaler.seed(loss));
       opt.step_scaled(0.1, scaler);
       (step == 0 ? first : last) = loss;
     }
-    CHECK(device_work_counts().host_waits == waits);  // eight steps, no wait
+    CHECK(device_work_counts().host_waits == waits);  // six steps, no wait
     MESSAGE(dtype_name(half) << ": loss " << first.item() << " -> " << last.item() << ", " << scaler.skipped_steps()
                              << " skipped steps");
     CHECK(last.item() < 0.5 * first.item());

@@ -3,7 +3,8 @@
 // calls, copies and host waits (engine/device_work.h), in f32, fp16 and bf16. A step's cost is the difference between an epoch of 4
 // steps and one of 2, halved, so that per-run work (converting the model,
 // the epoch's reads) cancels. The model is ResNet-50 narrowed to width 4 on
-// 10x10 images: the same layers, so the same launches, as at full size.
+// 10x10 images, batch 4: the same layers, so the same launches, as at full
+// size.
 #include <cstdio>
 
 #include "apps/training/fit.h"
@@ -25,7 +26,7 @@ DeviceWorkCounts fit_cost(int64_t images, DType precision) {
   net::ResNet model(c, gen);
   model.to(Device::cuda(0));
   data::BatchIterator::Options io;
-  io.batch_size = 8;
+  io.batch_size = 4;
   data::BatchIterator it(set, io);
   apps::FitOptions fo;
   fo.num_epochs = 1;
@@ -38,12 +39,12 @@ DeviceWorkCounts fit_cost(int64_t images, DType precision) {
   const apps::FitResult r = apps::fit(model, it, nullptr, fo);
   const DeviceWorkCounts cost = device_work_counts() - before;
   std::fclose(fo.log);
-  REQUIRE(r.steps == images / 8);
+  REQUIRE(r.steps == images / 4);
   return cost;
 }
 
 DeviceWorkCounts per_step(DType precision) {
-  const DeviceWorkCounts d = fit_cost(32, precision) - fit_cost(16, precision);
+  const DeviceWorkCounts d = fit_cost(16, precision) - fit_cost(8, precision);
   CHECK(d.kernels % 2 == 0);
   CHECK(d.copies % 2 == 0);
   return {d.kernels / 2, d.library_calls / 2, d.copies / 2, d.host_waits / 2};
