@@ -1,6 +1,6 @@
 // cuda/cuda_kernels.h — the hand-written CUDA implementations of every
 // kernel in ops/kernels.h (same names and signatures, namespace ember::cuda).
-// Each group lives in cuda/kernels/<group>.cu (add_relu in fused.cu, batch_norm_relu in batch_norm.cu): a header comment, the
+// Each group lives in cuda/kernels/<group>.cu (add_relu in fused.cu, batch_norm_relu and batch_norm_add_relu in batch_norm.cu): a header comment, the
 // __global__ kernels, then the launchers below, which take the stream from
 // the table call. cuda/kernel_table.cu puts them into the "cuda" table (or,
 // compiled by g++ with EMBER_CUDASIM, the "cuda-sim" table).
@@ -59,6 +59,14 @@ void batch_norm_relu_forward_train(DType dt, const void* x, const void* gamma, c
 void batch_norm_relu_backward_train(DType dt, const void* x, const void* y, const void* gy, const void* gamma,
                                     const void* save_mean, const void* save_invstd, void* gx, void* ggamma,
                                     void* gbeta, int64_t N, int64_t C, int64_t HW, double eps, Stream stream);
+void batch_norm_add_relu_forward_train(DType dt, const void* x, const void* r, const void* gamma, const void* beta,
+                                       void* y, void* save_mean, void* save_invstd, void* running_mean,
+                                       void* running_var, int64_t N, int64_t C, int64_t HW, double momentum,
+                                       double eps, Stream stream);
+void batch_norm_add_relu_backward_train(DType dt, const void* x, const void* y, const void* gy, const void* gamma,
+                                        const void* save_mean, const void* save_invstd, void* gx, void* gr,
+                                        void* ggamma, void* gbeta, int64_t N, int64_t C, int64_t HW, double eps,
+                                        Stream stream);
 void batch_norm_forward_eval(DType dt, const void* x, const void* gamma, const void* beta,
                              const void* running_mean, const void* running_var, void* y, int64_t N, int64_t C,
                              int64_t HW, double eps, Stream stream);

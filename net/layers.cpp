@@ -49,6 +49,12 @@ Tensor BatchNorm2d::forward_relu(const Tensor& x) {
   return ops::batch_norm2d_relu(x, weight, bias, running_mean, running_var, true, momentum, eps);
 }
 
+Tensor BatchNorm2d::forward_add_relu(const Tensor& x, const Tensor& residual) {
+  if (!is_training() || frozen_statistics || sync) return ops::add_relu(forward(x), residual);
+  num_batches_tracked.data<int64_t>()[0] += 1;
+  return ops::batch_norm2d_add_relu(x, residual, weight, bias, running_mean, running_var, true, momentum, eps);
+}
+
 void set_sync_batch_norm(Module& model, std::shared_ptr<const ops::BatchNormSync> sync) {
   model.apply([&](Module& m) {
     if (auto* bn = dynamic_cast<BatchNorm2d*>(&m)) bn->sync = sync;

@@ -30,6 +30,9 @@ class BatchNorm2d : public Module {
   // relu(forward(x)), fused into one op where that exists (training with
   // this rank's batch statistics: ops::batch_norm2d_relu).
   Tensor forward_relu(const Tensor& x);
+  // relu(forward(x) + residual), a ResNet block's end, fused the same way
+  // (ops::batch_norm2d_add_relu).
+  Tensor forward_add_relu(const Tensor& x, const Tensor& residual);
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
   double eps, momentum;
   // Data-parallel --sync-bn: training statistics over every rank's batch

@@ -54,8 +54,7 @@ BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, DType 
 // relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x))
 Tensor BasicBlock::forward(const Tensor& x) {
   Tensor y = bn1->forward_relu((*conv1)(x));
-  y = (*bn2)((*conv2)(y));
-  return ops::add_relu(y, downsample ? (*downsample)(x) : x);
+  return bn2->forward_add_relu((*conv2)(y), downsample ? (*downsample)(x) : x);
 }
 
 Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride, DType dtype) {
@@ -74,8 +73,7 @@ Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride, DType 
 Tensor Bottleneck::forward(const Tensor& x) {
   Tensor y = bn1->forward_relu((*conv1)(x));
   y = bn2->forward_relu((*conv2)(y));
-  y = (*bn3)((*conv3)(y));
-  return ops::add_relu(y, downsample ? (*downsample)(x) : x);
+  return bn3->forward_add_relu((*conv3)(y), downsample ? (*downsample)(x) : x);
 }
 
 ResNet::ResNet(const ResNetConfig& cfg, Generator& gen) : config_(cfg) {

@@ -227,6 +227,21 @@ struct Kernels {
   void (*batch_norm_relu_backward_train)(DType dt, const void* x, const void* y, const void* gy, const void* gamma,
                                          const void* save_mean, const void* save_invstd, void* gx, void* ggamma,
                                          void* gbeta, int64_t N, int64_t C, int64_t HW, double eps, Stream stream);
+  // The training pair fused with a ResNet block's end, relu(batch_norm(x) + r):
+  //   forward   y = max(bn + r, 0), bn = batch norm's value rounded to the
+  //             activation type first, so the result has the bits of
+  //             batch_norm_forward_train then add_relu; statistics as there
+  //   backward  gr = y > 0 ? gy : 0 (the residual's gradient) and the batch-norm
+  //             gradients of gr, as batch_norm_backward_train
+  //   x, r, y, gy, gx, gr: [N, C, HW]
+  void (*batch_norm_add_relu_forward_train)(DType dt, const void* x, const void* r, const void* gamma,
+                                            const void* beta, void* y, void* save_mean, void* save_invstd,
+                                            void* running_mean, void* running_var, int64_t N, int64_t C, int64_t HW,
+                                            double momentum, double eps, Stream stream);
+  void (*batch_norm_add_relu_backward_train)(DType dt, const void* x, const void* y, const void* gy,
+                                             const void* gamma, const void* save_mean, const void* save_invstd,
+                                             void* gx, void* gr, void* ggamma, void* gbeta, int64_t N, int64_t C,
+                                             int64_t HW, double eps, Stream stream);
   // Inference: y = (x - running_mean) / sqrt(running_var + eps) * gamma + beta
   void (*batch_norm_forward_eval)(DType dt, const void* x, const void* gamma, const void* beta,
                                   const void* running_mean, const void* running_var, void* y, int64_t N,
@@ -330,7 +345,8 @@ struct Kernels {
   X(pointwise_forward) X(pointwise_backward) X(bias_add)                                                   \
   X(bias_backward) X(sum) X(argmax_rows) X(count_equal) X(gemm) X(im2col) X(col2im) X(conv2d_forward) X(conv2d_backward_data) \
   X(conv2d_backward_filter) X(batch_norm_forward_train) X(batch_norm_backward_train)                      \
-  X(batch_norm_relu_forward_train) X(batch_norm_relu_backward_train) X(batch_norm_forward_eval)            \
+  X(batch_norm_relu_forward_train) X(batch_norm_relu_backward_train) X(batch_norm_add_relu_forward_train)   \
+  X(batch_norm_add_relu_backward_train) X(batch_norm_forward_eval)                                         \
   X(batch_norm_backward_eval) X(max_pool2d_forward) X(max_pool2d_backward)                                 \
   X(adaptive_avg_pool2d_forward) X(adaptive_avg_pool2d_backward) X(softmax_cross_entropy_forward)         \
   X(softmax_cross_entropy_backward) X(normalize_u8) X(sgd_update) X(unscale_gradients) X(multi_tensor_sgd) \

@@ -76,6 +76,13 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta, Te
 // inference batch_norm2d then relu. Same arguments as batch_norm2d.
 Tensor batch_norm2d_relu(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
                          Tensor& running_var, bool training, double momentum, double eps);
+// relu(batch_norm2d(x, ...) + residual), a ResNet block's end: in training
+// one fused op (one output pass that reads x and the residual; backward,
+// the residual's gradient is stored as batch norm's first pass reads gy);
+// in inference batch_norm2d then add_relu. residual: x's shape, dtype and
+// device.
+Tensor batch_norm2d_add_relu(const Tensor& x, const Tensor& residual, const Tensor& gamma, const Tensor& beta,
+                             Tensor& running_mean, Tensor& running_var, bool training, double momentum, double eps);
 // Synchronised batch norm (training only) for data-parallel runs: the
 // statistics and the backward's per-channel sums cover every rank's batch
 // (ops/batch_norm_sync.cpp). all_reduce_sum sums a small f64 tensor (on x's

@@ -29,6 +29,8 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "apps/training/flags.h"
@@ -61,20 +63,25 @@ void cuda_ok(cudaError_t e, const char* what) {
 
 // A buffer of floats on the host and its copy on the device in `dt` (f32,
 // f16 or bf16). A 16-bit upload first rounds the host values to dt, so the
-// CPU reference computes on the very numbers the GPU sees.
+// CPU reference computes on the very numbers the GPU sees. With shift = 1
+// the device copy starts one element into its allocation (dev points
+// there), off the 16-byte alignment of cudaMalloc.
 struct Buffer {
   std::vector<float> host;
+  void* base = nullptr;
   void* dev = nullptr;
   DType dt;
-  explicit Buffer(size_t n, std::mt19937* rng = nullptr, DType type = DType::f32) : host(n, 0.0f), dt(type) {
+  explicit Buffer(size_t n, std::mt19937* rng = nullptr, DType type = DType::f32, size_t shift = 0)
+      : host(n, 0.0f), dt(type) {
     if (rng) {
       std::uniform_real_distribution<float> u(-1.0f, 1.0f);
       for (float& v : host) v = u(*rng);
     }
-    cuda_ok(cudaMalloc(&dev, std::max<size_t>(1, n) * dtype_size(dt)), "cudaMalloc");
+    cuda_ok(cudaMalloc(&base, (std::max<size_t>(1, n) + shift) * dtype_size(dt)), "cudaMalloc");
+    dev = static_cast<char*>(base) + shift * dtype_size(dt);
     upload();
   }
-  ~Buffer() { cudaFree(dev); }
+  ~Buffer() { cudaFree(base); }
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
   void upload() {
@@ -105,7 +112,8 @@ struct Buffer {
 struct Shape {
   int64_t m = 256, n_gemm = 256, kdim = 256;           // gemm
   int64_t n = 8, c = 16, hw = 28, k = 16, r = 3, stride = 1, pad = 1;  // convolution, batch norm, elementwise
-  DType dt = DType::f32;  // gemm and the convolutions: f32, f16 or bf16
+  DType dt = DType::f32;  // gemm, the convolutions and the memory-bound ops: f32, f16 or bf16
+  bool misalign = false;  // memory-bound ops: operands one element off 16-byte alignment
   double bn_offset = 100;  // batch-norm statistics ladder: added to x, so that |mean| >> std
 };
 
@@ -140,6 +148,15 @@ LabOp make_op(const std::string& name, const Shape& s, std::vector<std::unique_p
     keep.push_back(std::make_unique<Buffer>(n, random ? &rng : nullptr, s.dt));
     return keep.back().get();
   };
+  // an operand of the memory-bound ops (shifted off alignment with --misalign 1), and an f32 parameter
+  auto operand = [&](size_t n, bool random) {
+    keep.push_back(std::make_unique<Buffer>(n, random ? &rng : nullptr, s.dt, s.misalign ? 1 : 0));
+    return keep.back().get();
+  };
+  auto param = [&](size_t n, bool random) {
+    keep.push_back(std::make_unique<Buffer>(n, random ? &rng : nullptr, DType::f32));
+    return keep.back().get();
+  };
   refs.emplace_back();
   std::vector<float>* expected = &refs.back();
   LabOp op;
@@ -150,10 +167,13 @@ LabOp make_op(const std::string& name, const Shape& s, std::vector<std::unique_p
   const bool ladder = name.rfind("gemm/", 0) == 0;
   const bool tensor_rung = name.rfind("gemm/tensor/", 0) == 0;
   const bool conv_rung = name.rfind("conv2d_forward/", 0) == 0;
-  const bool typed = name == "gemm" || (name.rfind("conv2d_", 0) == 0 && !conv_rung);
+  const bool memory_bound = name == "add" || name == "add_relu" || name == "relu_backward" ||
+                            name.rfind("batch_norm_add_relu_", 0) == 0;
+  const bool typed = name == "gemm" || (name.rfind("conv2d_", 0) == 0 && !conv_rung) || memory_bound;
   EMBER_CHECK(!tensor_rung || dt == DType::f16, "--op ", name, " needs --dtype f16");
   EMBER_CHECK(dt == f32 || tensor_rung || (typed && !ladder), "--op ", name, " runs in f32 only (--dtype ",
-              dtype_name(dt), " is for gemm, gemm/tensor/... and the convolutions)");
+              dtype_name(dt), " is for gemm, gemm/tensor/..., the convolutions and the memory-bound ops)");
+  EMBER_CHECK(!s.misalign || memory_bound, "--misalign 1 is for the memory-bound ops, not ", name);
   if (name == "gemm" || ladder) {
     const int64_t M = s.m, N = s.n_gemm, K = s.kdim;
     Buffer *a = buffer(size_t(M * K), true), *b = buffer(size_t(K * N), true), *c = buffer(size_t(M * N), false);
@@ -356,17 +376,65 @@ LabOp make_op(const std::string& name, const Shape& s, std::vector<std::unique_p
     op.result = [=] { return out->download(); };
     return op;
   }
-  if (name == "add_relu") {
-    Buffer *a = buffer(n, true), *b = buffer(n, true), *y = buffer(n, false);
-    op.shape = cat("[", n, "]");
+  // The memory-bound ops (16-byte packs where aligned: cuda/kernels/vector_loop.cuh); the CPU
+  // reference runs in f32 on the values the device sees.
+  if (name == "add" || name == "add_relu" || name == "relu_backward") {
+    Buffer *a = operand(n, true), *b = operand(n, true), *y = operand(n, false);
+    op.shape = cat("[", n, "]", s.misalign ? ", operands one element off 16-byte alignment" : "");
     op.flops = double(n);
-    op.bytes = 12.0 * double(n);
-    op.run_cuda = [=] { cuda::add_relu(f32, a->dev, b->dev, y->dev, int64_t(n), nullptr); };
+    op.bytes = 3.0 * elem * double(n);
+    using Binary = void (*)(DType, const void*, const void*, void*, int64_t, Stream);
+    const Binary device = name == "add" ? cuda::add : name == "add_relu" ? cuda::add_relu : cuda::relu_backward;
+    const Binary reference = name == "add" ? cpu.add : name == "add_relu" ? cpu.add_relu : cpu.relu_backward;
+    op.run_cuda = [=] { device(dt, a->dev, b->dev, y->dev, int64_t(n), nullptr); };
     op.run_cpu = [=] {
       expected->assign(n, 0.0f);
-      cpu.add_relu(f32, a->host.data(), b->host.data(), expected->data(), int64_t(n), nullptr);
+      reference(f32, a->host.data(), b->host.data(), expected->data(), int64_t(n), nullptr);
     };
     op.result = [=] { return y->download(); };
+    return op;
+  }
+  if (name == "batch_norm_add_relu_forward_train" || name == "batch_norm_add_relu_backward_train") {
+    Buffer *x = operand(n, true), *r = operand(n, true), *y = operand(n, false);
+    Buffer *gy = operand(n, true), *gx = operand(n, false), *gr = operand(n, false);
+    Buffer *gamma = param(size_t(C), true), *beta = param(size_t(C), true), *mean = param(size_t(C), false);
+    Buffer *invstd = param(size_t(C), false), *rmean = param(size_t(C), false), *rvar = param(size_t(C), false);
+    Buffer *gg = param(size_t(C), false), *gb = param(size_t(C), false);
+    op.shape = cat("x, r [", N, ",", C, ",", s.hw, ",", s.hw, "]", s.misalign ? ", operands one element off 16-byte alignment" : "");
+    // the CPU's forward gives y and the statistics the backward starts from
+    const size_t channels = static_cast<size_t>(C);
+    std::vector<float> m(channels), is(channels), rm(channels, 0.0f), rv(channels, 1.0f), yv(n);
+    cpu.batch_norm_add_relu_forward_train(f32, x->host.data(), r->host.data(), gamma->host.data(), beta->host.data(),
+                                          yv.data(), m.data(), is.data(), rm.data(), rv.data(), N, C, HW, 0.1, 1e-5,
+                                          nullptr);
+    mean->host = m, invstd->host = is, y->host = yv;
+    mean->upload(), invstd->upload(), y->upload();  // y: rounded to dt, as the device's own output would be
+    if (name == "batch_norm_add_relu_forward_train") {
+      op.flops = 10.0 * double(n);
+      op.bytes = elem * 4.0 * double(n);  // x twice (statistics, output), r, y
+      op.run_cuda = [=] {
+        cuda::batch_norm_add_relu_forward_train(dt, x->dev, r->dev, gamma->dev, beta->dev, y->dev, mean->dev,
+                                                invstd->dev, rmean->dev, rvar->dev, N, C, HW, 0.1, 1e-5, nullptr);
+      };
+      op.run_cpu = [=] { *expected = yv; };
+      op.result = [=] { return y->download(); };
+    } else {
+      op.flops = 12.0 * double(n);
+      op.bytes = elem * 7.0 * double(n);  // x, gy, y -> gr; x, gr -> gx
+      op.run_cuda = [=] {
+        cuda::batch_norm_add_relu_backward_train(dt, x->dev, y->dev, gy->dev, gamma->dev, mean->dev, invstd->dev,
+                                                 gx->dev, gr->dev, gg->dev, gb->dev, N, C, HW, 1e-5, nullptr);
+      };
+      op.run_cpu = [=] {
+        expected->assign(n, 0.0f);
+        std::vector<float> g1(channels), g2(channels), masked(n);
+        cpu.batch_norm_add_relu_backward_train(f32, x->host.data(), y->host.data(), gy->host.data(),
+                                               gamma->host.data(), mean->host.data(), invstd->host.data(),
+                                               expected->data(), masked.data(), g1.data(), g2.data(), N, C, HW, 1e-5,
+                                               nullptr);
+      };
+      op.result = [=] { return gx->download(); };
+    }
     return op;
   }
   fail(cat("--op ", name, ": unknown (see --help)"));
@@ -378,7 +446,34 @@ const char* const kOps[] = {"gemm",
                             "conv2d_backward_filter",
                             "batch_norm_forward_train",
                             "batch_norm_backward_train",
-                            "add_relu"};
+                            "add",
+                            "add_relu",
+                            "relu_backward",
+                            "batch_norm_add_relu_forward_train",
+                            "batch_norm_add_relu_backward_train"};
+
+#if !defined(EMBER_CUDASIM)
+// The GPU's memory bandwidth in GB/s and where the figure comes from: the
+// datasheet for GPUs named here (what kernels are held to), else what the
+// device reports (2 x memory clock x bus width; HBM parts report a clock
+// that gives less than their datasheet figure).
+std::pair<double, std::string> device_peak_bandwidth() {
+  cudaDeviceProp prop{};
+  cuda_ok(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  const std::string name = prop.name;
+  const struct {
+    const char* part;
+    double gbs;
+  } datasheet[] = {{"H200", 4800}, {"H100 SXM", 3350}, {"H100 80GB HBM3", 3350}, {"H100 PCIe", 2000},
+                   {"A100-SXM4-80GB", 2039}, {"A100-SXM4-40GB", 1555}, {"A100 80GB PCIe", 1935}, {"L4", 300}};
+  for (const auto& d : datasheet)
+    if (name.find(d.part) != std::string::npos) return {d.gbs, cat("datasheet, ", name)};
+  int clock_khz = 0, bus_bits = 0;
+  cuda_ok(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, 0), "cudaDeviceGetAttribute");
+  cuda_ok(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, 0), "cudaDeviceGetAttribute");
+  return {2.0 * double(clock_khz) * 1e3 * double(bus_bits) / 8.0 / 1e9, cat("2 x memory clock x bus width, ", name)};
+}
+#endif
 
 // Largest |got - want| over the largest |want|: the check a launch passes
 // when it is at most `tolerance`.
@@ -397,13 +492,15 @@ int run(int argc, char** argv) {
   std::string op_flag = "all";
   Shape s;
   int reps = 10, lines = 6;
+  double peak_gbs = 0;
   double tolerance = 0;
   std::string dtype_flag = "f32";
   bool tensor_cores = true;
   apps::Flags f("kernel_lab", "ember's CUDA kernels one op at a time: checked against the CPU kernel, then timed "
                               "(a GPU) or profiled (the emulator build, kernel_lab_sim).");
   f.add("op", &op_flag, "gemm, conv2d_forward, conv2d_backward_data, conv2d_backward_filter, "
-                        "batch_norm_forward_train, batch_norm_backward_train, add_relu, or all; "
+                        "batch_norm_forward_train, batch_norm_backward_train, add, add_relu, relu_backward, "
+                        "batch_norm_add_relu_forward_train, batch_norm_add_relu_backward_train, or all; "
                         "gemm/<version>/<bx>x<by> for a rung of the GEMM ladder (naive_cols, naive_rows, "
                         "shared_tiles, vector_tiles, vector_double: cuda/lab/gemm_versions.cu), gemm-ladder for every "
                         "rung at three block sizes; "
@@ -418,7 +515,7 @@ int run(int argc, char** argv) {
   f.add("m", &s.m, "rows of A and C");
   f.add("ncols", &s.n_gemm, "columns of B and C");
   f.add("kdim", &s.kdim, "columns of A, rows of B");
-  f.group("convolution, batch norm and add_relu shape (x: [n, c, hw, hw])");
+  f.group("convolution, batch norm and memory-bound op shape (x: [n, c, hw, hw])");
   f.add("n", &s.n, "batch");
   f.add("c", &s.c, "input channels");
   f.add("hw", &s.hw, "height and width");
@@ -427,23 +524,36 @@ int run(int argc, char** argv) {
   f.add("stride", &s.stride, "convolution stride");
   f.add("pad", &s.pad, "convolution padding");
   f.add("bn-offset", &s.bn_offset, "batch-norm statistics ladder: added to every value of x (a large mean)");
-  f.add("dtype", &dtype_flag, "f32, f16 or bf16 storage for gemm and the convolutions (16-bit: f32 accumulation)");
+  f.add("dtype", &dtype_flag, "f32, f16 or bf16 storage for gemm, the convolutions and the memory-bound ops "
+                              "(16-bit: f32 accumulation)");
+  f.add("misalign", &s.misalign, "memory-bound ops: every operand one element past 16-byte alignment (the "
+                                 "element-by-element path instead of 16-byte packs)");
   f.group("what to do");
   f.add("tensor-cores", &tensor_cores, "f16/bf16 gemm and convolutions on the tensor cores (0: on the FP32 pipes)");
   f.add("tolerance", &tolerance, "largest |CUDA - CPU| over the largest |CPU| value that passes "
                                  "(0: by dtype, 1e-4 f32, 2e-3 f16, 1.6e-2 bf16: one rounding of the result)");
   f.add("reps", &reps, "timed launches per op on a GPU (the median is printed)");
+  f.add("peak-gbs", &peak_gbs, "GPU: the memory bandwidth GB/s are compared with (0: the datasheet figure of a "
+                                "known GPU, else 2 x memory clock x bus width from the device)");
   f.add("lines", &lines, "emulator: source lines shown per kernel (the most memory traffic first)");
   if (!f.parse(argc, argv)) return 0;
   EMBER_CHECK(reps > 0, "--reps must be positive, got ", reps);
   s.dt = apps::parse_float_dtype(dtype_flag, "--dtype");
   if (tolerance == 0) tolerance = s.dt == DType::f32 ? 1e-4 : s.dt == DType::f16 ? 2e-3 : 1.6e-2;
   cuda::set_native_tensor_cores(tensor_cores);
+  std::string peak_source = "from --peak-gbs";
+#if !defined(EMBER_CUDASIM)
+  if (peak_gbs <= 0) std::tie(peak_gbs, peak_source) = device_peak_bandwidth();
+#endif
   std::vector<std::string> names;
   if (op_flag == "all") {
     names.assign(std::begin(kOps), std::end(kOps));
     if (s.dt != DType::f32)  // the ops with 16-bit versions
-      names.assign({"gemm", "conv2d_forward", "conv2d_backward_data", "conv2d_backward_filter"});
+      names.assign({"gemm", "conv2d_forward", "conv2d_backward_data", "conv2d_backward_filter", "add", "add_relu",
+                    "relu_backward", "batch_norm_add_relu_forward_train", "batch_norm_add_relu_backward_train"});
+    if (s.misalign)
+      names.assign({"add", "add_relu", "relu_backward", "batch_norm_add_relu_forward_train",
+                    "batch_norm_add_relu_backward_train"});
   } else if (op_flag == "gemm-ladder") {
     // every rung at several block sizes, then ember's GEMM
     for (const char* b : {"32x8", "16x16", "8x32"}) names.push_back(cat("gemm/naive_cols/", b));
@@ -473,7 +583,10 @@ int run(int argc, char** argv) {
     refs.reserve(1);
     LabOp op = make_op(name, s, keep, refs, rng);
     const std::string precision =
-        s.dt == DType::f32 ? "" : cat("  ", dtype_name(s.dt), tensor_cores ? " on the tensor cores" : " on the FP32 pipes");
+        s.dt == DType::f32 ? ""
+        : name.rfind("gemm", 0) == 0 || name.rfind("conv2d_", 0) == 0
+            ? cat("  ", dtype_name(s.dt), tensor_cores ? " on the tensor cores" : " on the FP32 pipes")
+            : cat("  ", dtype_name(s.dt));
     std::printf("== %s  %s%s\n", op.name.c_str(), op.shape.c_str(), precision.c_str());
 #if defined(EMBER_CUDASIM)
     cudasim::set_profiling(true);
@@ -518,8 +631,9 @@ int run(int argc, char** argv) {
     cudaEventDestroy(stop);
     std::sort(ms.begin(), ms.end());
     const double med = double(ms[ms.size() / 2]) * 1e-3;
-    std::printf("   %.4g us (median of %d), %.1f GFLOP/s, %.1f GB/s\n", med * 1e6, reps, op.flops / med / 1e9,
-                op.bytes / med / 1e9);
+    const double gbs = op.bytes / med / 1e9;
+    std::printf("   %.4g us (median of %d), %.1f GFLOP/s, %.1f GB/s (%.0f%% of %.0f GB/s %s)\n", med * 1e6, reps,
+                op.flops / med / 1e9, gbs, 100.0 * gbs / peak_gbs, peak_gbs, peak_source.c_str());
 #endif
   }
   if (failed) std::printf("kernel_lab: %d op(s) FAILED the check against the CPU\n", failed);

@@ -1,6 +1,6 @@
 // cuda/cudnn/cudnn_table.cu — the "cudnn" table: the native CUDA kernels with
 // convolution, batch norm (except the inference backward; with the relu
-// kernels around it for the fused batch norm + relu) and max pooling
+// kernels around it for batch norm + relu and batch norm + add + relu) and max pooling
 // from cuDNN and GEMM from cuBLAS. Selected by `--conv cudnn` (the default
 // on GPUs) through ember::cuda::init.
 #include "cuda/allocator.h"
@@ -32,6 +32,25 @@ void cudnn_batch_norm_relu_backward_train(DType dt, const void* x, const void* y
                                   eps, stream);
 }
 
+// relu(batch norm + r) with cuDNN's batch norm: add_relu in place after it;
+// backward, the masked gradient goes straight into gr (the residual's
+// gradient), which cuDNN's backward then reads.
+void cudnn_batch_norm_add_relu_forward_train(DType dt, const void* x, const void* r, const void* gamma,
+                                             const void* beta, void* y, void* save_mean, void* save_invstd,
+                                             void* running_mean, void* running_var, int64_t N, int64_t C, int64_t HW,
+                                             double momentum, double eps, Stream stream) {
+  cudnn_batch_norm_forward_train(dt, x, gamma, beta, y, save_mean, save_invstd, running_mean, running_var, N, C, HW,
+                                 momentum, eps, stream);
+  add_relu(dt, y, r, y, N * C * HW, stream);
+}
+void cudnn_batch_norm_add_relu_backward_train(DType dt, const void* x, const void* y, const void* gy,
+                                              const void* gamma, const void* save_mean, const void* save_invstd,
+                                              void* gx, void* gr, void* ggamma, void* gbeta, int64_t N, int64_t C,
+                                              int64_t HW, double eps, Stream stream) {
+  relu_backward(dt, y, gy, gr, N * C * HW, stream);
+  cudnn_batch_norm_backward_train(dt, x, gr, gamma, save_mean, save_invstd, gx, ggamma, gbeta, N, C, HW, eps, stream);
+}
+
 }  // namespace
 
 const Kernels* cudnn_kernels() {
@@ -46,6 +65,8 @@ const Kernels* cudnn_kernels() {
     t.batch_norm_backward_train = cudnn_batch_norm_backward_train;
     t.batch_norm_relu_forward_train = cudnn_batch_norm_relu_forward_train;
     t.batch_norm_relu_backward_train = cudnn_batch_norm_relu_backward_train;
+    t.batch_norm_add_relu_forward_train = cudnn_batch_norm_add_relu_forward_train;
+    t.batch_norm_add_relu_backward_train = cudnn_batch_norm_add_relu_backward_train;
     t.max_pool2d_forward = cudnn_max_pool2d_forward;
     t.max_pool2d_backward = cudnn_max_pool2d_backward;
     t.gemm = cublas_gemm;

@@ -3,13 +3,15 @@
 // ops/pointwise.h, bias add and its gradient
 // (the counterparts of ops/cpu/elementwise.cpp).
 //
-// The elementwise kernels are one grid-stride pass, one element per thread
-// and step, in the element type (f32 or f64; f16/bf16 is loaded to f32, computed
-// in f32 and rounded once on the store: compute_t in cuda/common.cuh). An output may be exactly one
-// of the inputs (in-place add, relu, gradient accumulation): every element is
-// read and written by the same thread, so that needs no care; partial
-// overlaps are not supported. axpby with beta == 0 never reads y, so NaN or
-// garbage there does not leak into the result.
+// The elementwise ops are functors run by vector_loop.cuh's one loop (16-byte
+// accesses where the operands are aligned, 32-bit indices where n allows),
+// in the element type (f32 or f64; f16/bf16 is loaded to f32, computed in
+// f32 and rounded once on the store: compute_t in cuda/common.cuh). An
+// output may be exactly one of the inputs (in-place add, relu, gradient
+// accumulation): every element is read and written by the same thread, so
+// that needs no care; partial overlaps are not supported. axpby with
+// beta == 0 never reads y, so NaN or garbage there does not leak into the
+// result.
 //
 // bias_backward reduces each channel in double, deterministically: for
 // gy: [outer, channels] (inner == 1) with many channels, one thread per
@@ -24,77 +26,88 @@
 #include "cuda/cuda_kernels.h"
 #include "cuda/kernels/fast_divmod.cuh"
 #include "cuda/kernels/reduce.cuh"
+#include "cuda/kernels/vector_loop.cuh"
 #include "ops/pointwise.h"
 
 namespace ember::cuda {
 
 namespace {
 
-constexpr unsigned kElementwiseThreads = 256;    // threads per block of the elementwise kernels
+constexpr unsigned kElementwiseThreads = 256;    // threads per block of bias_add
 constexpr int64_t kBiasReduceMaxThreads = 256;   // threads per block (= per channel) of bias_backward, at most
 constexpr unsigned kBiasColumnThreads = 128;     // threads per block of the column-per-thread bias_backward
 constexpr int64_t kBiasColumnMinChannels = 128;  // inner == 1 and at least this many channels: column kernel
 constexpr unsigned kMaxReduceBlocks = 8192;      // grid cap of the block-per-channel kernel (it loops beyond)
 
 // ----------------------------------------------------------------- kernels
-// (no __restrict__ on the elementwise kernels: outputs may alias inputs)
+// The elementwise ops are functors of vector_loop.cuh's loop: each maps the
+// storage values of one element (and its index) to the value stored.
 
 // y = a + b                                                   a, b, y: [n]
 template <typename T>
-__global__ void add_kernel(const T* a, const T* b, T* y, int64_t n) {
-  for (int64_t i = grid_thread_index(); i < n; i += grid_thread_count())
-    y[i] = to_storage<T>(to_compute(a[i]) + to_compute(b[i]));
-}
+struct AddOp {
+  __device__ T operator()(T a, T b, int64_t) const { return to_storage<T>(to_compute(a) + to_compute(b)); }
+};
 
-// y = alpha * x + beta * y; the three forms of the CPU kernel   x, y: [n]
-enum class AxpbyForm : int { scale, accumulate, general };  // beta == 0 | alpha == beta == 1 | otherwise
-template <typename T, typename C = compute_t<T>>
-__global__ void axpby_kernel(C alpha, const T* x, C beta, T* y, int64_t n, AxpbyForm form) {
-  for (int64_t i = grid_thread_index(); i < n; i += grid_thread_count()) {
-    if (form == AxpbyForm::scale)
-      y[i] = to_storage<T>(alpha * to_compute(x[i]));  // y is never read
-    else if (form == AxpbyForm::accumulate)
-      y[i] = to_storage<T>(to_compute(y[i]) + to_compute(x[i]));
-    else
-      y[i] = to_storage<T>(alpha * to_compute(x[i]) + beta * to_compute(y[i]));
-  }
-}
-
-// y = max(x, 0), NaN stays NaN                                x, y: [n]
+// y = alpha * x (the scale form: y is never read)             x, y: [n]
 template <typename T>
-__global__ void relu_forward_kernel(const T* x, T* y, int64_t n) {
-  for (int64_t i = grid_thread_index(); i < n; i += grid_thread_count()) {
-    const compute_t<T> v = to_compute(x[i]);
-    y[i] = v < compute_t<T>(0) ? to_storage<T>(0.0f) : x[i];
+struct ScaleOp {
+  compute_t<T> alpha;
+  __device__ T operator()(T x, int64_t) const { return to_storage<T>(alpha * to_compute(x)); }
+};
+
+// y = alpha * x + beta * y (alpha == beta == 1: y + x)        x, y: [n]
+template <typename T>
+struct AxpbyOp {
+  compute_t<T> alpha, beta;
+  bool accumulate;
+  __device__ T operator()(T x, T y, int64_t) const {
+    if (accumulate) return to_storage<T>(to_compute(y) + to_compute(x));
+    return to_storage<T>(alpha * to_compute(x) + beta * to_compute(y));
   }
-}
+};
+
+// y = max(x, 0), NaN stays NaN (x's own bits otherwise)        x, y: [n]
+template <typename T>
+struct ReluOp {
+  __device__ T operator()(T x, int64_t) const {
+    return to_compute(x) < compute_t<T>(0) ? to_storage<T>(0.0f) : x;
+  }
+};
 
 // gx = y > 0 ? gy : 0                                         y, gy, gx: [n]
 template <typename T>
-__global__ void relu_backward_kernel(const T* y, const T* gy, T* gx, int64_t n) {
-  for (int64_t i = grid_thread_index(); i < n; i += grid_thread_count())
-    gx[i] = to_compute(y[i]) > compute_t<T>(0) ? gy[i] : to_storage<T>(0.0f);
-}
+struct ReluBackwardOp {
+  __device__ T operator()(T y, T gy, int64_t) const {
+    return keep_or_zero(to_compute(y) > compute_t<T>(0), gy);
+  }
+};
 
 // The ops of ops/pointwise.h, computed in compute_t<T>:
 //   y[i] = Op::forward(x[i], i, args)                           x, y: [n]
 template <typename Op, typename T>
-__global__ void pointwise_forward_kernel(const T* x, T* y, int64_t n, PointwiseArgs args) {
-  using C = compute_t<T>;
-  for (int64_t i = grid_thread_index(); i < n; i += grid_thread_count())
-    y[i] = to_storage<T>(Op::forward(C(to_compute(x[i])), i, args));
-}
+struct PointwiseForwardOp {
+  PointwiseArgs args;
+  __device__ T operator()(T x, int64_t i) const {
+    using C = compute_t<T>;
+    return to_storage<T>(Op::forward(C(to_compute(x)), i, args));
+  }
+};
 
 //   gx[i] = gy[i] * Op::derivative(x[i], i, args)               x, gy, gx: [n]
-// (x is not read, and may be null, when Op::backward_reads_x is false)
+// (x is not read when Op::backward_reads_x is false: the one-input form over gy)
 template <typename Op, typename T>
-__global__ void pointwise_backward_kernel(const T* x, const T* gy, T* gx, int64_t n, PointwiseArgs args) {
-  using C = compute_t<T>;
-  for (int64_t i = grid_thread_index(); i < n; i += grid_thread_count()) {
-    const C xi = Op::backward_reads_x ? C(to_compute(x[i])) : C(0);
-    gx[i] = to_storage<T>(C(to_compute(gy[i])) * Op::derivative(xi, i, args));
+struct PointwiseBackwardOp {
+  PointwiseArgs args;
+  __device__ T operator()(T x, T gy, int64_t i) const {
+    using C = compute_t<T>;
+    return to_storage<T>(C(to_compute(gy)) * Op::derivative(C(to_compute(x)), i, args));
   }
-}
+  __device__ T operator()(T gy, int64_t i) const {
+    using C = compute_t<T>;
+    return to_storage<T>(C(to_compute(gy)) * Op::derivative(C(0), i, args));
+  }
+};
 
 // y[o, c, i] += b[c]                           y: [outer, channels, inner]  b: [channels]
 template <typename T, typename I>
@@ -149,9 +162,8 @@ __global__ void bias_backward_block_kernel(const T* __restrict__ gy, T* __restri
 void add(DType dt, const void* a, const void* b, void* y, int64_t n, Stream stream) {
   dispatch_float_half(dt, "add", [&](auto zero) {
     using T = decltype(zero);
-    if (n <= 0) return;
-    launch(add_kernel<T>, dim3(blocks_for(n, kElementwiseThreads)), dim3(kElementwiseThreads), 0,
-           as_cuda_stream(stream), static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(y), n);
+    launch_vector_loop<2>(static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(y), n, AddOp<T>{},
+                          as_cuda_stream(stream));
   });
 }
 
@@ -159,13 +171,14 @@ void add(DType dt, const void* a, const void* b, void* y, int64_t n, Stream stre
 void axpby(DType dt, double alpha, const void* x, double beta, void* y, int64_t n, Stream stream) {
   dispatch_float_half(dt, "axpby", [&](auto zero) {
     using T = decltype(zero);
-    if (n <= 0) return;
-    const AxpbyForm form = beta == 0.0                   ? AxpbyForm::scale
-                           : alpha == 1.0 && beta == 1.0 ? AxpbyForm::accumulate
-                                                         : AxpbyForm::general;
-    launch(axpby_kernel<T>, dim3(blocks_for(n, kElementwiseThreads)), dim3(kElementwiseThreads), 0,
-           as_cuda_stream(stream), static_cast<compute_t<T>>(alpha), static_cast<const T*>(x),
-           static_cast<compute_t<T>>(beta), static_cast<T*>(y), n, form);
+    using C = compute_t<T>;
+    const T* px = static_cast<const T*>(x);
+    T* py = static_cast<T*>(y);
+    if (beta == 0.0)
+      launch_vector_loop<1>(px, static_cast<const T*>(nullptr), py, n, ScaleOp<T>{C(alpha)}, as_cuda_stream(stream));
+    else
+      launch_vector_loop<2>(px, static_cast<const T*>(py), py, n,
+                            AxpbyOp<T>{C(alpha), C(beta), alpha == 1.0 && beta == 1.0}, as_cuda_stream(stream));
   });
 }
 
@@ -173,9 +186,8 @@ void axpby(DType dt, double alpha, const void* x, double beta, void* y, int64_t 
 void relu_forward(DType dt, const void* x, void* y, int64_t n, Stream stream) {
   dispatch_float_half(dt, "relu_forward", [&](auto zero) {
     using T = decltype(zero);
-    if (n <= 0) return;
-    launch(relu_forward_kernel<T>, dim3(blocks_for(n, kElementwiseThreads)), dim3(kElementwiseThreads), 0,
-           as_cuda_stream(stream), static_cast<const T*>(x), static_cast<T*>(y), n);
+    launch_vector_loop<1>(static_cast<const T*>(x), static_cast<const T*>(nullptr), static_cast<T*>(y), n,
+                          ReluOp<T>{}, as_cuda_stream(stream));
   });
 }
 
@@ -183,9 +195,8 @@ void relu_forward(DType dt, const void* x, void* y, int64_t n, Stream stream) {
 void relu_backward(DType dt, const void* y, const void* gy, void* gx, int64_t n, Stream stream) {
   dispatch_float_half(dt, "relu_backward", [&](auto zero) {
     using T = decltype(zero);
-    if (n <= 0) return;
-    launch(relu_backward_kernel<T>, dim3(blocks_for(n, kElementwiseThreads)), dim3(kElementwiseThreads), 0,
-           as_cuda_stream(stream), static_cast<const T*>(y), static_cast<const T*>(gy), static_cast<T*>(gx), n);
+    launch_vector_loop<2>(static_cast<const T*>(y), static_cast<const T*>(gy), static_cast<T*>(gx), n,
+                          ReluBackwardOp<T>{}, as_cuda_stream(stream));
   });
 }
 
@@ -196,9 +207,8 @@ void pointwise_forward(DType dt, PointwiseOp op, const void* x, void* y, int64_t
     using Op = decltype(fn);
     dispatch_float_half(dt, pointwise_name(op), [&](auto zero) {
       using T = decltype(zero);
-      if (n <= 0) return;
-      launch(pointwise_forward_kernel<Op, T>, dim3(blocks_for(n, kElementwiseThreads)), dim3(kElementwiseThreads),
-             0, as_cuda_stream(stream), static_cast<const T*>(x), static_cast<T*>(y), n, args);
+      launch_vector_loop<1>(static_cast<const T*>(x), static_cast<const T*>(nullptr), static_cast<T*>(y), n,
+                            PointwiseForwardOp<Op, T>{args}, as_cuda_stream(stream));
     });
   });
 }
@@ -211,10 +221,13 @@ void pointwise_backward(DType dt, PointwiseOp op, const void* x, const void* gy,
     EMBER_CHECK(x != nullptr || !Op::backward_reads_x, "cuda pointwise_backward: ", pointwise_name(op), " needs x");
     dispatch_float_half(dt, pointwise_name(op), [&](auto zero) {
       using T = decltype(zero);
-      if (n <= 0) return;
-      launch(pointwise_backward_kernel<Op, T>, dim3(blocks_for(n, kElementwiseThreads)), dim3(kElementwiseThreads),
-             0, as_cuda_stream(stream), static_cast<const T*>(x), static_cast<const T*>(gy), static_cast<T*>(gx), n,
-             args);
+      const PointwiseBackwardOp<Op, T> f{args};
+      if constexpr (Op::backward_reads_x)
+        launch_vector_loop<2>(static_cast<const T*>(x), static_cast<const T*>(gy), static_cast<T*>(gx), n, f,
+                              as_cuda_stream(stream));
+      else
+        launch_vector_loop<1>(static_cast<const T*>(gy), static_cast<const T*>(nullptr), static_cast<T*>(gx), n, f,
+                              as_cuda_stream(stream));
     });
   });
 }

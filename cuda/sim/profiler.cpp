@@ -400,6 +400,12 @@ CUDASIM_HOOKS(2)
 CUDASIM_HOOKS(4)
 CUDASIM_HOOKS(8)
 CUDASIM_HOOKS(16)
+// Fences and the one atomic g++ emits around a function-local static's guard
+// (instrumented code calls these instead): done here, not counted as memory
+// traffic. __threadfence() is a signal fence on the emulator (cudasim.h).
+void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
+void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+unsigned char __tsan_atomic8_load(const volatile unsigned char* a, int) { return __atomic_load_n(a, __ATOMIC_SEQ_CST); }
 void __tsan_read_range(void* a, unsigned long size) {
   cudasim::detail::record(a, uint32_t(size), false, __builtin_return_address(0));
 }

@@ -701,13 +701,42 @@ TEST_CASE("ops: batch_norm2d through the harness") {
       cases.push_back(c);
     }
   }
+  // The fused end of a ResNet block, relu(batch norm(x) + r): the gradient
+  // reaches x, r, gamma and beta.
+  for (const Shape& xs : {Shape{2, 3, 4, 5}, Shape{2, 6, 9, 11}}) {
+    const int64_t C = xs[1];
+    for (bool training : {true, false}) {
+      OpCase c;
+      c.name = std::string("batch_norm2d_add_relu_") + (training ? "train_" : "eval_") + xs.str();
+      c.inputs = {test::input("x", xs, Gen::uniform, -2, 3), test::input("residual", xs, Gen::uniform, -1, 1),
+                  test::as_param(test::input("gamma", {C}, Gen::uniform, 0.5, 1.5)),
+                  test::as_param(test::input("beta", {C}, Gen::uniform, -0.5, 0.5)),
+                  test::as_param(test::constant("running_mean", {C}, Gen::uniform, -0.5, 0.5)),
+                  test::as_param(test::constant("running_var", {C}, Gen::uniform, 0.5, 1.5))};
+      c.forward = [training, momentum, eps](const Ins& in) {
+        Tensor rm = in[4].clone(), rv = in[5].clone();
+        Tensor y = ops::batch_norm2d_add_relu(in[0], in[1], in[2], in[3], rm, rv, training, momentum, eps);
+        return Outs{y, rm, rv};
+      };
+      c.reference = [xs, training, momentum, eps](const InVals& v) {
+        Refs r = training ? ref_batch_norm_train(v[0], xs, v[2], v[3], v[4], v[5], momentum, eps)
+                          : Refs{ref_batch_norm_eval(v[0], xs, v[2], v[3], v[4], v[5], eps), {Shape{xs[1]}, v[4]},
+                                 {Shape{xs[1]}, v[5]}};
+        for (size_t i = 0; i < r[0].values.size(); ++i) r[0].values[i] += v[1][i];
+        r[0].values = relu_v(r[0].values);
+        return r;
+      };
+      c.max_fd_elements = 100;
+      cases.push_back(c);
+    }
+  }
   run_cases(cases);
 }
 
 // The fused ops against the unfused ops they replace, on every backend:
 // forward outputs, running statistics and every gradient, f64 and f32, to
 // rounding (sums may be vectorised in another order).
-TEST_CASE("ops: fused batch_norm2d_relu and add_relu match their unfused compositions") {
+TEST_CASE("ops: fused batch_norm2d_relu, batch_norm2d_add_relu and add_relu match their unfused compositions") {
   auto make = [](int64_t n, double lo, double hi, uint64_t seed) {
     std::vector<double> v(static_cast<size_t>(n));
     uint64_t st = seed * 0x9E3779B97F4A7C15ull + 5;
@@ -751,6 +780,20 @@ TEST_CASE("ops: fused batch_norm2d_relu and add_relu match their unfused composi
                         : ops::relu(ops::batch_norm2d(x, g, b, rm, rv, true, 0.1, 1e-5));
         y.backward(upstream);
         (fuse ? fused : plain) = std::vector<Tensor>{y.detach(), rm, rv, x.grad(), g.grad(), b.grad()};
+      }
+      for (size_t i = 0; i < fused.size(); ++i) {
+        CAPTURE(i);
+        close(fused[i], plain[i]);
+      }
+      // batch norm + add + relu, training: y, running statistics, gx, gr, ggamma, gbeta
+      fused.clear(), plain.clear();
+      for (bool fuse : {true, false}) {
+        Tensor x = leaf(xv, xs, dt), r = leaf(dv, xs, dt), g = leaf(gv, Shape{3}, pt), b = leaf(bv, Shape{3}, pt);
+        Tensor rm = Tensor::zeros({3}, pt, be.device), rv = Tensor::full({3}, 1.0, pt, be.device);
+        Tensor y = fuse ? ops::batch_norm2d_add_relu(x, r, g, b, rm, rv, true, 0.1, 1e-5)
+                        : ops::add_relu(ops::batch_norm2d(x, g, b, rm, rv, true, 0.1, 1e-5), r);
+        y.backward(upstream);
+        (fuse ? fused : plain) = std::vector<Tensor>{y.detach(), rm, rv, x.grad(), r.grad(), g.grad(), b.grad()};
       }
       for (size_t i = 0; i < fused.size(); ++i) {
         CAPTURE(i);

@@ -89,6 +89,57 @@ TEST_CASE("kernel_lab_sim: a result outside the tolerance fails, naming the op" 
   CHECK(bad.find("kernel_lab: error: --op softmax: unknown") != std::string::npos);
 }
 
+// The count of global load requests in a report's "global loads" line ("1.02 K" is 1020).
+double load_requests(const std::string& out) {
+  const size_t at = out.find("global loads");
+  REQUIRE(at != std::string::npos);
+  size_t end = 0;
+  const double v = std::stod(out.substr(at + 12), &end);
+  const bool kilo = out.compare(at + 12 + end, 2, " K") == 0;
+  return kilo ? v * 1000 : v;
+}
+
+TEST_CASE("kernel_lab_sim: the memory-bound ops move 16-byte packs: a quarter (f32) or an eighth (f16) of the "
+          "requests of the element-by-element path" * kLab) {
+  int code = -1;
+  for (const char* op : {"add", "relu_backward", "batch_norm_add_relu_forward_train"}) {
+    CAPTURE(op);
+    const std::vector<std::string> shape{"--op", op, "--n", "2", "--c", "4", "--hw", "16", "--lines", "0"};
+    std::vector<std::string> f16 = shape, misaligned = shape;
+    f16.insert(f16.end(), {"--dtype", "f16"});
+    misaligned.insert(misaligned.end(), {"--misalign", "1"});
+    const std::string packs = run_lab(shape, &code);
+    INFO(packs);
+    CHECK(code == 0);
+    CHECK(packs.find(": ok") != std::string::npos);
+    const std::string halves = run_lab(f16, &code);
+    INFO(halves);
+    CHECK(code == 0);
+    CHECK(halves.find(": ok") != std::string::npos);
+    const std::string scalar = run_lab(misaligned, &code);
+    INFO(scalar);
+    CHECK(code == 0);
+    CHECK(scalar.find("off 16-byte alignment") != std::string::npos);
+    CHECK(scalar.find(": ok") != std::string::npos);
+    // the elementwise kernel's loads (batch norm's forward_apply_kernel: its statistics pass is not packed)
+    const bool batch_norm = std::string(op).rfind("batch_norm", 0) == 0;
+    auto kernel_loads = [&](const std::string& out) {
+      const size_t kernel = batch_norm ? out.find("forward_apply_kernel") : 0;
+      REQUIRE(kernel != std::string::npos);
+      const size_t at = out.find("global loads", kernel);
+      REQUIRE(at != std::string::npos);
+      return load_requests(out.substr(at));
+    };
+    const double p32 = kernel_loads(packs), p16 = kernel_loads(halves), s32 = kernel_loads(scalar);
+    CHECK(s32 >= 3.5 * p32);  // 4 floats per request-lane instead of 1
+    CHECK(p32 >= 1.9 * p16);  // 8 halves per lane instead of 4 floats
+  }
+  // 2048 floats, two operands: 2048 * 2 / (4 * 32) requests of 16 sectors each
+  const std::string add = run_lab({"--op", "add", "--n", "2", "--c", "4", "--hw", "16", "--lines", "0"}, &code);
+  CHECK(add.find("global loads           32 requests, 32.0 lanes, 16.00 sectors/request (ideal 16.00)") !=
+        std::string::npos);
+}
+
 TEST_CASE("kernel_lab_sim: the GEMM ladder: every rung at three block sizes matches the CPU; coalescing shows" * kLab) {
   int code = -1;
   const std::string out = run_lab({"--op", "gemm-ladder", "--m", "64", "--ncols", "96", "--kdim", "40", "--lines", "0"},
