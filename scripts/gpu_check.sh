@@ -14,7 +14,9 @@
 #   8. (not by default) Nsight Compute's sections for the native GEMM kernels (what binds them).
 #   9. (not by default) ember against PyTorch, alternating, 3 rounds, ResNet-50 224 batch 64: ember fp16, bf16
 #      and TF32 with --profile 1 (launches and host waits per step); PyTorch AMP fp16 and bf16 in NCHW and
-#      channels_last, and TF32, with its peak memory. `PARTS="1 9"` is the GPU issue's check (~8 minutes).
+#      channels_last, and TF32, with its peak memory. `PARTS="1 9 10"` is the GPU issue's check (~8 minutes).
+#  10. (not by default) the memory-bound kernels' GB/s against the datasheet bandwidth (kernel_lab at a
+#      ResNet-50 layer's size, f32 and f16; 16-byte packs, and one element off alignment), ~1 minute.
 # Each part has its own time limit; logs go to $OUT (default /tmp/gpu_check). PARTS="1 2" picks.
 set -u
 cd "$(dirname "$0")/.."
@@ -174,6 +176,17 @@ if wants 9; then
     echo "ember round $round tf32: $(timeout 60 build/train_resnet --benchmark 1 --gpus 0 $r50 --tf32 1 --profile 1 \
       2>&1 | tee -a "$OUT/bench.log" | grep -E "Median speed|Device work|rror" | tr '\n' ' ')"
     torch_run "resnet50-224 batch64 fp32 (tf32 conv)"
+  done
+fi
+if wants 10 && [ -x build/kernel_lab ]; then
+  say "10. memory-bound kernels: GB/s and share of the memory bandwidth (x: [32, 256, 56, 56])"
+  for dt in f32 f16; do
+    for misalign in 0 1; do
+      for op in add add_relu relu_backward batch_norm_add_relu_forward_train batch_norm_add_relu_backward_train; do
+        timeout 30 build/kernel_lab --op $op --dtype $dt --misalign $misalign --n 32 --c 256 --hw 56 --reps 20 2>&1 \
+          | tee -a "$OUT/bandwidth.log" | grep -E "^==|GB/s|FAILED|rror"
+      done
+    done
   done
 fi
 say "done"
