@@ -160,6 +160,9 @@ CXX_STAMP := $(BUILD)/cxx-flags-$(shell printf '%s' '$(CXX) $(CPPFLAGS) $(OPT) $
 $(CXX_STAMP):
 	@mkdir -p $(BUILD) && rm -f $(BUILD)/cxx-flags-* && touch $@
 
+# A bare `make` builds `all`, not the first rule above (the flags stamp).
+.DEFAULT_GOAL := all
+
 # ----------------------------------------------------------------- sources
 CORE_SRC  := $(wildcard engine/*.cpp ops/*.cpp ops/cpu/*.cpp ops/cpu/gemm/*.cpp ops/cpu/conv/*.cpp net/*.cpp net/dist/*.cpp data/*.cpp)
 CU_SRC    := $(wildcard cuda/*.cu cuda/kernels/*.cu cuda/lab/*.cu)
@@ -179,7 +182,8 @@ APPS      := $(foreach m,$(APP_MAINS),$(BUILD)/$(basename $(notdir $(m))))
 # tests/ops, tests/data, ...); tests/support holds the harness. tests/cuda
 # holds the CUDA backend's tests: those compiled in every build are listed in
 # TEST_CUDA_ANY, the rest need CUDA=1.
-TEST_CUDA_ANY := tests/cuda/test_cuda_memory.cpp tests/cuda/test_cuda_ptx.cpp tests/cuda/test_cuda_sources.cpp
+TEST_CUDA_ANY := tests/cuda/test_cuda_memory.cpp tests/cuda/test_cuda_ptx.cpp tests/cuda/test_cuda_sources.cpp \
+                 tests/cuda/test_cudnn_algorithm_cache_file.cpp
 TEST_SRC  := $(sort $(shell find tests -name '*.cpp' -not -path 'tests/cuda/*' -not -path 'tests/sim/*' -not -path 'tests/fuzz/*') $(TEST_CUDA_ANY))
 TEST_CUDA_SRC := $(filter-out $(TEST_CUDA_ANY),$(wildcard tests/cuda/*.cpp))
 # The data and communication suites alone (a quick sanitizer run of the

@@ -42,10 +42,17 @@ const Kernels* cudnn_kernels();
 // without cuDNN.
 void set_cudnn_benchmark(bool on);
 // cuDNN takes a deterministic convolution algorithm when one is available
-// (the default: runs repeat bit for bit), or with false the first-ranked
-// (fastest) one, which may sum in a different order each run (PyTorch's
-// cudnn.deterministic = False, its default). No effect without cuDNN.
+// (runs repeat bit for bit), or with false (the default, PyTorch's
+// cudnn.deterministic = False) the first-ranked, fastest one, which may sum
+// in a different order each run. No effect without cuDNN.
 void set_cudnn_deterministic(bool on);
+// Keeps cuDNN's algorithm choices in the file `path` (empty: nowhere):
+// choices it holds for this GPU and cuDNN version are used without timing
+// or ranking, and it is rewritten (atomically) whenever a shape is chosen.
+// A file made on another GPU or cuDNN is ignored with a note on stderr and
+// replaced; a malformed one is an Error naming the file and line. No effect
+// without cuDNN.
+void set_cudnn_algorithm_cache(const std::string& path);
 // f32 convolutions (cuDNN) and GEMMs (cuBLAS) may run on TF32 tensor cores:
 // inputs rounded to a 10-bit mantissa, products accumulated in f32, as
 // PyTorch's torch.backends.cudnn.allow_tf32 (on by default there) and

@@ -26,6 +26,7 @@ namespace ember::cuda {
 const Kernels* cudnn_kernels() { return nullptr; }
 void set_cudnn_benchmark(bool) {}
 void set_cudnn_deterministic(bool) {}
+void set_cudnn_algorithm_cache(const std::string&) {}
 void set_tf32(bool) {}
 bool tf32_enabled() { return false; }
 }  // namespace ember::cuda

@@ -120,7 +120,10 @@ void declare_gpu_flags(Flags& f, GpuOptions& g) {
   f.add("conv", &g.conv, "GPU convolution, batch norm, pooling and GEMM: cudnn (cuDNN/cuBLAS) or native (ember's kernels)");
   f.add("cudnn-benchmark", &g.cudnn_benchmark, "time cuDNN's convolution algorithms per shape instead of its heuristics");
   f.add("cudnn-deterministic", &g.cudnn_deterministic,
-        "1: deterministic cuDNN algorithms where there is one (runs repeat bit for bit); 0: the fastest");
+        "1: deterministic cuDNN algorithms where there is one (runs repeat bit for bit); 0: the fastest, as PyTorch");
+  f.add("cudnn-algo-cache", &g.cudnn_algo_cache,
+        "a file keeping cuDNN's algorithm choices per GPU and cuDNN version: read at the start, rewritten when a "
+        "shape is chosen, so --cudnn-benchmark 1 times each shape once per machine (empty: none)");
   f.add("tf32", &g.tf32,
         "1: f32 convolutions (cuDNN) and GEMMs (cuBLAS) may round inputs to TF32 on tensor cores (sm 80+); 0: full f32");
 }
@@ -130,6 +133,7 @@ Device open_gpu(int index, const GpuOptions& o, std::string* line) {
   cuda::init(index, cuda::parse_conv_backend(o.conv), /*pinned_host=*/true);
   cuda::set_cudnn_benchmark(o.cudnn_benchmark);
   cuda::set_cudnn_deterministic(o.cudnn_deterministic);
+  cuda::set_cudnn_algorithm_cache(o.cudnn_algo_cache);
   cuda::set_tf32(o.tf32);
   *line = cat("device: cuda:", index, " ", cuda::device_name(index), ", --conv ", o.conv, ", --tf32 ", int(o.tf32));
   return Device::cuda(index);

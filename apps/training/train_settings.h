@@ -20,7 +20,8 @@ namespace ember::apps {
 struct GpuOptions {
   std::string conv = "cudnn";       // cudnn | native
   bool cudnn_benchmark = false;     // time cuDNN's algorithms per shape
-  bool cudnn_deterministic = true;  // prefer deterministic cuDNN algorithms (bit-for-bit runs)
+  bool cudnn_deterministic = false;  // prefer deterministic cuDNN algorithms (bit-for-bit runs)
+  std::string cudnn_algo_cache;      // a file keeping cuDNN's algorithm choices across runs (empty: none)
   bool tf32 = true;                 // f32 convolutions and GEMMs on TF32 tensor cores, as PyTorch's convolutions
 };
 
@@ -92,7 +93,7 @@ struct TrainSettings {
   apps::DistSettings dist;
 };
 
-// Declares --conv, --cudnn-benchmark, --cudnn-deterministic and --tf32 (train_resnet, finetune_resnet, predict).
+// Declares --conv, --cudnn-benchmark, --cudnn-deterministic, --cudnn-algo-cache and --tf32 (train_resnet, finetune_resnet, predict).
 void declare_gpu_flags(Flags& f, GpuOptions& g);
 // Declares every flag bound to s, grouped for --help.
 void declare_train_flags(Flags& f, TrainSettings& s);

@@ -7,8 +7,12 @@
 // caching allocator, so no cudaMalloc outside it) when set_cudnn_benchmark(true)
 // is on (PyTorch's cudnn.benchmark). Among the candidates that succeed and fit
 // the workspace limit, a deterministic one is preferred, so training runs
-// repeat bit for bit, unless set_cudnn_deterministic(false): then the
-// first-ranked one runs (the fastest, by the heuristics or the timing).
+// repeat bit for bit, when set_cudnn_deterministic(true); by default (PyTorch's)
+// the first-ranked one runs (the fastest, by the heuristics or the timing).
+// With set_cudnn_algorithm_cache(path), the choices are also kept in a file
+// (cuda/cudnn/algorithm_cache_file.h): read when set, rewritten atomically
+// whenever a new shape was chosen, so a later run on the same GPU and cuDNN
+// times nothing it has timed before.
 //
 // Math: f32 convolutions use FMA math (no TF32) unless set_tf32(true), then
 // cuDNN's default math, which may run TF32 tensor cores (PyTorch's
@@ -20,15 +24,20 @@
 // may be tried. A candidate that converts f32 data to f16 (..._ALLOW_CONVERSION)
 // is never taken.
 #include <algorithm>
+#include <array>
+#include <cstdio>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <tuple>
 
 #include "cuda/allocator.h"
 #include "cuda/common.cuh"
+#include "cuda/cudnn/algorithm_cache_file.h"
 #include "cuda/cudnn/cudnn_common.h"
 #include "cuda/cuda_device.h"
 #include "cuda/cudnn/cudnn_kernels.h"
+#include "engine/file_io.h"
 
 namespace ember::cuda {
 namespace {
@@ -36,7 +45,7 @@ namespace {
 constexpr size_t kWorkspaceLimit = size_t(1) << 30;  // 1 GiB
 
 bool g_benchmark = false;
-bool g_deterministic = true;
+bool g_deterministic = false;
 
 enum class Direction { forward, backward_data, backward_filter };
 
@@ -62,6 +71,43 @@ struct Choice {
 
 std::mutex g_cache_mu;
 std::map<Key, Choice> g_cache;
+std::string g_cache_path;  // --cudnn-algo-cache, or empty
+
+// The GPU and cuDNN version a cache file's choices hold for.
+std::string device_label() {
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  return cat(prop.name, " | cuDNN ", cudnnGetVersion());
+}
+
+// Key <-> the 16 numbers of a file record.
+std::array<int64_t, kAlgorithmKeyFields> key_fields(const Key& k) {
+  return std::apply([](auto... v) { return std::array<int64_t, kAlgorithmKeyFields>{int64_t(v)...}; }, k);
+}
+Key key_from_fields(const std::array<int64_t, kAlgorithmKeyFields>& f) {
+  return {int(f[0]),  int(f[1]), int(f[2]), f[3] != 0, f[4] != 0, f[5],  f[6],  f[7],
+          f[8],       f[9],      f[10],     f[11],     f[12],     f[13], f[14], f[15]};
+}
+
+// Whether a record names an algorithm and math type cuDNN has for its direction.
+bool record_valid(const AlgorithmRecord& r) {
+  const int64_t count = r.key[0] == int(Direction::forward)         ? int64_t(CUDNN_CONVOLUTION_FWD_ALGO_COUNT)
+                        : r.key[0] == int(Direction::backward_data) ? int64_t(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT)
+                                                                    : int64_t(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
+  return r.algo < count && r.workspace <= int64_t(kWorkspaceLimit) && r.math <= CUDNN_FMA_MATH;
+}
+
+// Writes every choice to g_cache_path (the caller holds g_cache_mu).
+void save_cache_locked() {
+  AlgorithmCacheFile f;
+  f.device = device_label();
+  for (const auto& [key, c] : g_cache)
+    f.records.push_back(AlgorithmRecord{key_fields(key), c.algo, int64_t(c.workspace), int64_t(c.math)});
+  const std::string text = format_algorithm_cache(f);
+  write_file_atomic(g_cache_path, text.data(), text.size());
+}
 
 // The descriptors of one convolution.
 struct ConvDescriptors {
@@ -138,6 +184,7 @@ Choice cached(Direction d, DType dt, const Conv2dGeometry& g, F&& choose_now) {
   const Choice c = choose_now();
   std::lock_guard<std::mutex> lock(g_cache_mu);
   g_cache[key] = c;
+  if (!g_cache_path.empty()) save_cache_locked();
   return c;
 }
 
@@ -145,6 +192,26 @@ Choice cached(Direction d, DType dt, const Conv2dGeometry& g, F&& choose_now) {
 
 void set_cudnn_benchmark(bool on) { g_benchmark = on; }
 void set_cudnn_deterministic(bool on) { g_deterministic = on; }
+
+void set_cudnn_algorithm_cache(const std::string& path) {
+  std::lock_guard<std::mutex> lock(g_cache_mu);
+  g_cache_path = path;
+  std::error_code ec;
+  if (path.empty() || !std::filesystem::exists(path, ec)) return;
+  const std::vector<uint8_t> bytes = read_file(path);
+  const AlgorithmCacheFile f = parse_algorithm_cache(std::string(bytes.begin(), bytes.end()), path);
+  const std::string here = device_label();
+  if (f.device != here) {
+    std::fprintf(stderr, "cudnn: %s holds algorithm choices made on %s, not %s: choosing again (and replacing it)\n",
+                 path.c_str(), f.device.c_str(), here.c_str());
+    return;
+  }
+  for (const AlgorithmRecord& r : f.records) {
+    EMBER_CHECK(record_valid(r), path, ": a choice of algorithm ", r.algo, " (math ", r.math, ", ", r.workspace,
+                " bytes of workspace) that cuDNN ", cudnnGetVersion(), " does not have for direction ", r.key[0]);
+    g_cache[key_from_fields(r.key)] = Choice{int(r.algo), size_t(r.workspace), cudnnMathType_t(r.math)};
+  }
+}
 
 void cudnn_conv2d_forward(DType dt, const Conv2dGeometry& g, const void* x, const void* w, void* y, Stream s) {
   cudnnHandle_t h = cudnn_handle(as_cuda_stream(s));

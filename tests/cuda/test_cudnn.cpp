@@ -6,8 +6,8 @@
 // without a GPU. Both tables are also checked against the CPU by the op
 // harness (tests/ops/test_ops.cpp). Then the math the cuDNN table may use and
 // how it picks algorithms: TF32 on and off (cuda::set_tf32, --tf32) against
-// f64 on the CPU, and benchmark mode (cudnnFind*AlgorithmEx) against the
-// heuristics' picks.
+// f64 on the CPU, benchmark mode (cudnnFind*AlgorithmEx) against the
+// heuristics' picks, and the algorithm cache file a later run reads.
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
@@ -16,8 +16,11 @@
 #include <vector>
 
 #include "cuda/allocator.h"
+#include "cuda/cudnn/algorithm_cache_file.h"
+#include "engine/file_io.h"
 #include "engine/rng.h"
 #include "tests/cuda/cuda_test_env.h"
+#include "tests/support/test_helpers.h"
 
 namespace {
 
@@ -317,6 +320,7 @@ TEST_CASE("cudnn: benchmark mode times the algorithms on the caller's buffers an
           ember::testing::kNeedsCudaDevice * kNeedsCudnn) {
   REQUIRE(testing::cuda_available());
   testing::select_cudnn_kernels();
+  cuda::set_cudnn_deterministic(true);  // so that a second run of the cached choice gives the same bits
   const Kernels& k = *cuda::cudnn_kernels();
   const Stream s = testing::cuda_stream();
   const Conv2dGeometry geos[] = {make_conv2d_geometry(8, 32, 28, 28, 64, 3, 3, 2, 2, 1, 1),
@@ -351,6 +355,77 @@ TEST_CASE("cudnn: benchmark mode times the algorithms on the caller's buffers an
       CHECK(max_rel_diff(again, timed) == 0.0);  // deterministic algorithms are preferred
     }
   }
+  cuda::set_cudnn_benchmark(false);
+  cuda::set_cudnn_deterministic(false);
+  testing::select_native_kernels();
+}
+
+TEST_CASE("cudnn: --cudnn-algo-cache keeps the timed choices in a file a later run reads; another GPU's file is "
+          "replaced, a malformed one is an error naming its line" * ember::testing::kNeedsCudaDevice * kNeedsCudnn) {
+  REQUIRE(testing::cuda_available());
+  testing::select_cudnn_kernels();
+  const Kernels& k = *cuda::cudnn_kernels();
+  const Stream s = testing::cuda_stream();
+  const testing::TempDir dir;
+  const std::string path = (dir.path / "algos.txt").string();
+  auto read_back = [&] {
+    const std::vector<uint8_t> bytes = read_file(path);
+    return cuda::parse_algorithm_cache(std::string(bytes.begin(), bytes.end()), path);
+  };
+  auto run_all = [&](const Conv2dGeometry& g) {  // the three passes of g in f32
+    const Tensor x = to_cuda(random_values(size_t(g.N * g.C * g.H * g.W), 61), {g.N, g.C, g.H, g.W}, DType::f32);
+    const Tensor w = to_cuda(random_values(size_t(g.K * g.C * g.R * g.S), 62), {g.K, g.C, g.R, g.S}, DType::f32);
+    Tensor y = Tensor::empty({g.N, g.K, g.P, g.Q}, DType::f32, Device::cuda(0));
+    Tensor gx = Tensor::empty(x.shape(), DType::f32, Device::cuda(0)), gw = Tensor::empty(w.shape(), DType::f32, Device::cuda(0));
+    k.conv2d_forward(DType::f32, g, x.raw_data(), w.raw_data(), y.raw_data(), s);
+    k.conv2d_backward_data(DType::f32, g, y.raw_data(), w.raw_data(), gx.raw_data(), s);
+    k.conv2d_backward_filter(DType::f32, g, x.raw_data(), y.raw_data(), gw.raw_data(), s);
+    REQUIRE(cudaStreamSynchronize(static_cast<cudaStream_t>(s)) == cudaSuccess);
+  };
+  // shapes no other test uses, so the choices are new to this process
+  const Conv2dGeometry first = make_conv2d_geometry(3, 24, 19, 19, 40, 3, 3, 1, 1, 1, 1);
+  const Conv2dGeometry second = make_conv2d_geometry(3, 40, 19, 19, 24, 1, 1, 1, 1, 0, 0);
+  cuda::set_cudnn_benchmark(true);
+  cuda::set_cudnn_algorithm_cache(path);  // no file yet: nothing to read
+  run_all(first);
+  const cuda::AlgorithmCacheFile written = read_back();
+  CHECK(written.device.find(" | cuDNN ") != std::string::npos);
+  int timed_first = 0;
+  for (const auto& r : written.records)
+    timed_first += r.key[3] == 1 && r.key[5] == 3 && r.key[6] == 24 && r.key[9] == 40;  // benchmark mode, N, C, K
+  CHECK(timed_first == 3);  // one per direction
+
+  // A later run: the file's choices are taken as they are. A forward choice planted for `second`
+  // (algorithm 0, implicit GEMM, no workspace) is used and written back unchanged with the new ones.
+  cuda::AlgorithmCacheFile planted = written;
+  cuda::AlgorithmRecord forward = planted.records.front();
+  forward.key = {0, int64_t(DType::f32), forward.key[2], 1, forward.key[4], 3, 40, 19, 19, 24, 1, 1, 1, 1, 0, 0};
+  forward.algo = 0, forward.workspace = 0;
+  planted.records.push_back(forward);
+  const std::string planted_text = cuda::format_algorithm_cache(planted);
+  write_file_atomic(path, planted_text.data(), planted_text.size());
+  cuda::set_cudnn_algorithm_cache(path);
+  run_all(second);
+  const cuda::AlgorithmCacheFile after = read_back();
+  bool kept = false;
+  for (const auto& r : after.records) kept = kept || (r.key == forward.key && r.algo == 0 && r.workspace == 0);
+  CHECK(kept);
+  CHECK(after.records.size() == written.records.size() + 3);
+
+  // Made on another GPU: ignored, then replaced by this GPU's choices.
+  const std::string other = "ember cudnn algorithm cache 1\ndevice: Some Other GPU | cuDNN 1\n"
+                            "0 2 1 1 0 64 3 224 224 64 7 7 2 2 3 3 -> 1 1605632 1\n";
+  write_file_atomic(path, other.data(), other.size());
+  cuda::set_cudnn_algorithm_cache(path);
+  run_all(make_conv2d_geometry(2, 24, 11, 11, 40, 3, 3, 2, 2, 1, 1));
+  CHECK(read_back().device == written.device);
+
+  // Malformed: the error names the file and the line.
+  const std::string bad = "ember cudnn algorithm cache 1\ndevice: " + written.device + "\n0 1 2 -> 3\n";
+  write_file_atomic(path, bad.data(), bad.size());
+  CHECK(testing::thrown_message([&] { cuda::set_cudnn_algorithm_cache(path); }).find(path + ":3: expected 16 numbers") ==
+        0);
+  cuda::set_cudnn_algorithm_cache("");
   cuda::set_cudnn_benchmark(false);
   testing::select_native_kernels();
 }
