@@ -47,6 +47,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <memory>
 #include <source_location>
 #include <string>
 #include <tuple>
@@ -305,6 +306,13 @@ inline T from_bits(unsigned long long b) noexcept {
 void launch_impl(void (*run)(void*), void* ctx, const void* kernel, dim3 grid, dim3 block, size_t smem,
                  cudaStream_t stream, const Touch* touches, size_t touch_count);
 
+// Stream capture (graph.cpp): whether `stream` is capturing, and the launch
+// it records instead of running (ctx: the kernel and its arguments, kept
+// alive by the graph).
+bool stream_capturing(cudaStream_t stream);
+void capture_kernel(cudaStream_t stream, std::shared_ptr<void> ctx, void (*run)(void*), const void* kernel, dim3 grid,
+                    dim3 block, size_t smem, const Touch* touches, size_t touch_count);
+
 template <typename Ctx>
 void run_kernel(void* p) noexcept {
   Ctx* c = static_cast<Ctx*>(p);
@@ -328,6 +336,11 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaS
   // of every argument, inside structs too (cuda/sim/argument_pointers.h).
   std::vector<detail::Touch> touches;
   std::apply([&touches](const auto&... a) { (detail::add_touches(a, touches), ...); }, ctx.args);
+  if (detail::stream_capturing(stream)) {  // recorded into the stream's graph, run by cudaGraphLaunch
+    detail::capture_kernel(stream, std::make_shared<Ctx>(std::move(ctx)), &detail::run_kernel<Ctx>,
+                           reinterpret_cast<const void*>(kernel), grid, block, smem, touches.data(), touches.size());
+    return;
+  }
   detail::launch_impl(&detail::run_kernel<Ctx>, &ctx, reinterpret_cast<const void*>(kernel), grid, block, smem, stream,
                       touches.data(), touches.size());
 }

@@ -62,6 +62,16 @@ void stream_order_forget_block(uintptr_t base);  // cudaFree, cudaFreeHost
 void stream_order_forget_event(cudaEvent_t event);
 void stream_order_forget_stream(cudaStream_t stream);
 
+// ---------------------------------------------------------------- graph.cpp
+// Stream capture: a copy or fill queued on a capturing stream is recorded
+// (true) instead of run. capture_refuses(fn, stream) fails a call that
+// waits for the device during a capture: of `stream`, or (stream null) of
+// any stream not capturing in the relaxed mode; the capture is invalidated.
+bool stream_capturing(cudaStream_t stream);  // also declared in cudasim.h, for launch()
+bool capture_copy(cudaStream_t stream, void* dst, const void* src, size_t count, cudaMemcpyKind kind);
+bool capture_fill(cudaStream_t stream, void* dst, int value, size_t count);
+cudaError_t capture_refuses(const char* fn, cudaStream_t stream);
+
 // The demangled name of the function at `fn` (scheduler.cpp).
 std::string function_name(const void* fn);
 

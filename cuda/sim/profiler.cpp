@@ -406,6 +406,10 @@ CUDASIM_HOOKS(16)
 void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
 void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 unsigned char __tsan_atomic8_load(const volatile unsigned char* a, int) { return __atomic_load_n(a, __ATOMIC_SEQ_CST); }
+// shared_ptr's reference counts (launch() keeps a captured launch's arguments in one).
+int __tsan_atomic32_load(const volatile int* a, int) { return __atomic_load_n(a, __ATOMIC_SEQ_CST); }
+int __tsan_atomic32_fetch_add(volatile int* a, int v, int) { return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST); }
+int __tsan_atomic32_fetch_sub(volatile int* a, int v, int) { return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST); }
 void __tsan_read_range(void* a, unsigned long size) {
   cudasim::detail::record(a, uint32_t(size), false, __builtin_return_address(0));
 }

@@ -370,6 +370,7 @@ cudaError_t copy(const char* fn, void* dst, const void* src, size_t count, cudaM
       kind == cudaMemcpyDefault ? is_device(src) : (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice);
   if (cudaError_t e = check_range(call.c_str(), "destination", dst, count, dst_dev)) return e;
   if (cudaError_t e = check_range(call.c_str(), "source", src, count, src_dev)) return e;
+  if (capture_copy(stream, dst, src, count, kind)) return cudaSuccess;  // into the stream's graph
   const Touch touches[2] = {{src, false}, {dst, true}};
   if (cudaError_t e = stream_order_operation(stream, Op{Op::Kind::copy}, touches, 2)) return e;
   std::memmove(dst, src, count);
@@ -382,6 +383,7 @@ cudaError_t fill(const char* fn, void* dst, int value, size_t count, cudaStream_
   if (count == 0) return cudaSuccess;
   const std::string call = fmt("%s(%zu bytes)", fn, count);
   if (cudaError_t e = check_range(call.c_str(), "destination", dst, count, true)) return e;
+  if (capture_fill(stream, dst, value, count)) return cudaSuccess;  // into the stream's graph
   const Touch touch{dst, true};
   if (cudaError_t e = stream_order_operation(stream, Op{Op::Kind::fill}, &touch, 1)) return e;
   std::memset(dst, value, count);
@@ -505,6 +507,7 @@ cudaError_t cudaGetDevice(int* device) {
   return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize(void) {
+  if (cudaError_t e = capture_refuses("cudaDeviceSynchronize", nullptr)) return e;
   stream_order_host_waits_all();
   return cudaSuccess;
 }
@@ -716,7 +719,10 @@ cudaError_t cudaMalloc(void** devPtr, size_t size) {
   *devPtr = p;
   return cudaSuccess;
 }
-cudaError_t cudaFree(void* devPtr) { return release("cudaFree", devPtr, Kind::device); }
+cudaError_t cudaFree(void* devPtr) {
+  if (cudaError_t e = capture_refuses("cudaFree", nullptr)) return e;
+  return release("cudaFree", devPtr, Kind::device);
+}
 cudaError_t cudaMallocAsync(void** devPtr, size_t size, cudaStream_t stream) {
   if (!valid_stream(stream)) return bad_stream("cudaMallocAsync");
   return cudaMalloc(devPtr, size);
@@ -768,6 +774,7 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes* attributes, c
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
+  if (cudaError_t e = capture_refuses("cudaMemcpy", nullptr)) return e;
   const cudaError_t e = copy("cudaMemcpy", dst, src, count, kind, nullptr);
   stream_order_host_waits_stream(nullptr);
   return e;
@@ -791,6 +798,7 @@ cudaError_t copy_2d(const char* fn, void* dst, size_t dpitch, const void* src, s
 }  // namespace
 cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
                          enum cudaMemcpyKind kind) {
+  if (cudaError_t e = capture_refuses("cudaMemcpy2D", nullptr)) return e;
   const cudaError_t e = copy_2d("cudaMemcpy2D", dst, dpitch, src, spitch, width, height, kind, nullptr);
   stream_order_host_waits_stream(nullptr);
   return e;
@@ -800,6 +808,7 @@ cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t 
   return copy_2d("cudaMemcpy2DAsync", dst, dpitch, src, spitch, width, height, kind, stream);
 }
 cudaError_t cudaMemset(void* devPtr, int value, size_t count) {
+  if (cudaError_t e = capture_refuses("cudaMemset", nullptr)) return e;
   const cudaError_t e = fill("cudaMemset", devPtr, value, count, nullptr);
   stream_order_host_waits_stream(nullptr);
   return e;
@@ -852,11 +861,13 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 // All work has run already: a wait or a query teaches the host the stream's clock.
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   if (!valid_stream(stream)) return bad_stream("cudaStreamSynchronize");
+  if (cudaError_t e = capture_refuses("cudaStreamSynchronize", stream ? stream : nullptr)) return e;
   stream_order_host_waits_stream(stream);
   return cudaSuccess;
 }
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
   if (!valid_stream(stream)) return bad_stream("cudaStreamQuery");
+  if (stream && stream_capturing(stream)) return capture_refuses("cudaStreamQuery", stream);
   stream_order_host_waits_stream(stream);
   return cudaSuccess;
 }
@@ -868,6 +879,7 @@ cudaError_t cudaStreamGetFlags(cudaStream_t stream, unsigned int* flags) {
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int) {
   if (!valid_stream(stream)) return bad_stream("cudaStreamWaitEvent");
   if (!valid_event(event)) return bad_event("cudaStreamWaitEvent");
+  if (stream && stream_capturing(stream)) return capture_refuses("cudaStreamWaitEvent (across streams)", stream);
   stream_order_wait_event(stream, event);
   return cudaSuccess;
 }
@@ -886,6 +898,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (!valid_stream(stream)) return bad_stream("cudaEventRecord");
   if (!valid_event(event)) return bad_event("cudaEventRecord");
+  if (stream && stream_capturing(stream)) return capture_refuses("cudaEventRecord (across streams)", stream);
   event->time = std::chrono::steady_clock::now();
   event->recorded = true;
   stream_order_record(event, stream);
