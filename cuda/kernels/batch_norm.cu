@@ -74,10 +74,12 @@ constexpr int64_t kTargetBlocks = 264;     // split channels until about this ma
 //   x, gy: [N, C, HW]   mean: [C]   pa, pb: [C, G]
 //   relu_y: [N, C, HW] or nullptr: gy counts only where relu_y > 0 (kGrad)
 //   masked_gy: [N, C, HW] or nullptr: receives that masked gy (kGrad with relu_y)
+// packed: each thread reads 16-byte packs (HW and chunk are multiples of the
+// pack and every operand is aligned, so a pack lies in one plane).
 template <typename T, bool kGrad, typename I, typename Finalize, typename P = compute_t<T>>
 __global__ void partial_sums_kernel(const T* x, const T* gy, const T* relu_y, T* masked_gy, const P* mean, int64_t N,
-                                    int64_t C, IndexDivisor<I> by_HW, int64_t chunk, double* pa, double* pb,
-                                    unsigned* tickets, Finalize finalize) {
+                                    int64_t C, IndexDivisor<I> by_HW, int64_t chunk, bool packed, double* pa,
+                                    double* pb, unsigned* tickets, Finalize finalize) {
   const int64_t HW = by_HW.value();
   const int64_t c = blockIdx.x, g = blockIdx.y, G = gridDim.y, M = N * HW;
   const int64_t begin = g * chunk, end = std::min(M, begin + chunk);
@@ -87,22 +89,48 @@ __global__ void partial_sums_kernel(const T* x, const T* gy, const T* relu_y, T*
   else if (M > 0)
     center = to_compute(x[c * HW]);
   double a = 0.0, b = 0.0;
-  EMBER_NO_UNROLL  // unrolled, nvcc would divide for the trip count (tests/cuda/test_cuda_ptx.cpp)
-  for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
-    I n, hw;
-    by_HW.divmod(I(j), n, hw);
-    const int64_t at = (int64_t(n) * C + c) * HW + hw;
+  // Adds one value to the sums: x's (forward), or the gradient's, masked by
+  // relu_y > 0 when relu_y is given, with x (backward); returns that gradient.
+  // The mask is a bit mask, not a branch: every lane makes the same accesses.
+  auto add_value = [&](T xv, T gv, T yv) {
     if constexpr (kGrad) {
-      // gy read (and masked_gy written) by every lane: a bit mask, not a branch around the accesses
-      const T g = relu_y ? keep_or_zero(to_compute(relu_y[at]) > P(0), gy[at]) : gy[at];
-      if (masked_gy) masked_gy[at] = g;
-      const double gv = double(to_compute(g));
-      a += gv;
-      b += gv * double(to_compute(x[at]) - center);
+      const T g = relu_y ? keep_or_zero(to_compute(yv) > P(0), gv) : gv;
+      const double gd = double(to_compute(g));
+      a += gd;
+      b += gd * double(to_compute(xv) - center);
+      return g;
     } else {
-      const double d = double(to_compute(x[at])) - double(center);
+      const double d = double(to_compute(xv)) - double(center);
       a += d;
       b += d * d;
+      return xv;
+    }
+  };
+  if (packed) {
+    constexpr int K = kPackElements<T>;
+    EMBER_NO_UNROLL  // unrolled, nvcc would divide for the trip count (tests/cuda/test_cuda_ptx.cpp)
+    for (int64_t j = begin + int64_t(threadIdx.x) * K; j < end; j += int64_t(blockDim.x) * K) {
+      I n, hw;
+      by_HW.divmod(I(j), n, hw);
+      const int64_t at = (int64_t(n) * C + c) * HW + hw;
+      const Pack<T> xv = load_pack(x + at);
+      Pack<T> gv{}, yv{}, out;
+      if constexpr (kGrad) {
+        gv = load_pack(gy + at);
+        if (relu_y) yv = load_pack(relu_y + at);
+      }
+      EMBER_UNROLL
+      for (int k = 0; k < K; ++k) out.v[k] = add_value(xv.v[k], gv.v[k], yv.v[k]);
+      if (kGrad && masked_gy) store_pack(masked_gy + at, out);
+    }
+  } else {
+    EMBER_NO_UNROLL
+    for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
+      I n, hw;
+      by_HW.divmod(I(j), n, hw);
+      const int64_t at = (int64_t(n) * C + c) * HW + hw;
+      const T g = add_value(x[at], kGrad ? gy[at] : T{}, relu_y ? relu_y[at] : T{});
+      if (kGrad && masked_gy) masked_gy[at] = g;
     }
   }
   a = block_sum(a);  // fixed-shape shuffle trees (reduce.cuh): deterministic
@@ -304,11 +332,24 @@ __global__ void backward_apply_kernel(const T* x, const T* gy, const T* relu_y, 
 struct Split {
   int64_t G, chunk;
 };
-Split split_channels(int64_t C, int64_t M) {
+// chunk is a multiple of `multiple` (the pack, when the sums read packs).
+Split split_channels(int64_t C, int64_t M, int64_t multiple = 1) {
   int64_t G = std::min((M + kMinPerBlock - 1) / kMinPerBlock, (kTargetBlocks + C - 1) / C);
   G = std::clamp<int64_t>(G, 1, 65535);
-  const int64_t chunk = std::max<int64_t>(1, (M + G - 1) / G);
+  int64_t chunk = std::max<int64_t>(1, (M + G - 1) / G);
+  chunk = (chunk + multiple - 1) / multiple * multiple;
   return Split{std::max<int64_t>(1, (M + chunk - 1) / chunk), chunk};
+}
+
+// The elementwise passes' 16-byte packs: total / K when each pack lies in
+// one channel (HW a multiple of K) and every operand is aligned, else 0.
+template <typename T>
+int64_t apply_packs(int64_t total, int64_t HW, std::initializer_list<const void*> operands) {
+  constexpr int64_t K = kPackElements<T>;
+  if (HW % K != 0) return 0;
+  for (const void* p : operands)
+    if (p && !is_aligned16(p)) return 0;
+  return total / K;
 }
 
 // The ticket counter of the partial-sums kernels on the current device:
@@ -339,23 +380,14 @@ void partial_sums(const T* x, const T* gy, const T* relu_y, T* masked_gy, const 
                   cudaStream_t stream) {
   EMBER_CHECK(C <= 0x7fffffff && C * sp.G <= 0xffffffff, "cuda batch norm: too many channels (", C, ")");
   unsigned* tickets = finalize_tickets(stream);
+  const bool packed =
+      sp.chunk % kPackElements<T> == 0 && apply_packs<T>(N * C * HW, HW, {x, gy, relu_y, masked_gy}) > 0;
   with_index_type(N * HW, [&](auto i) {
     using I = decltype(i);
     launch(partial_sums_kernel<T, kGrad, I, Finalize>, dim3(unsigned(C), unsigned(sp.G)), dim3(kSumThreads), 0,
-           stream, x, gy, relu_y, masked_gy, mean, N, C, IndexDivisor<I>(HW), sp.chunk, part, part + C * sp.G,
-           tickets, finalize);
+           stream, x, gy, relu_y, masked_gy, mean, N, C, IndexDivisor<I>(HW), sp.chunk, packed, part,
+           part + C * sp.G, tickets, finalize);
   });
-}
-
-// The elementwise passes' 16-byte packs: total / K when each pack lies in
-// one channel (HW a multiple of K) and every operand is aligned, else 0.
-template <typename T>
-int64_t apply_packs(int64_t total, int64_t HW, std::initializer_list<const void*> operands) {
-  constexpr int64_t K = kPackElements<T>;
-  if (HW % K != 0) return 0;
-  for (const void* p : operands)
-    if (p && !is_aligned16(p)) return 0;
-  return total / K;
 }
 
 // y = the forward's affine map of x (plus r when given; then max(., 0) when
@@ -384,7 +416,7 @@ void forward_train(const char* name, DType dt, const void* x, const void* r, con
     if (C <= 0) return;
     const cudaStream_t s = as_cuda_stream(stream);
     const T* px = static_cast<const T*>(x);
-    const Split sp = split_channels(C, N * HW);
+    const Split sp = split_channels(C, N * HW, HW % kPackElements<T> == 0 ? kPackElements<T> : 1);
     DeviceBuffer part(size_t(2 * C * sp.G) * sizeof(double));
     DeviceBuffer coef(size_t(3 * C) * sizeof(P));
     const ForwardFinalize<T> finalize{px,
@@ -463,7 +495,7 @@ void batch_norm_backward(const T* x, const T* gy, const T* relu_y, T* masked_gy,
                          const P* stat, double eps, T* gx, P* ggamma, P* gbeta, int64_t N, int64_t C, int64_t HW,
                          cudaStream_t s) {
   if (C <= 0) return;
-  const Split sp = split_channels(C, N * HW);
+  const Split sp = split_channels(C, N * HW, HW % kPackElements<T> == 0 ? kPackElements<T> : 1);
   DeviceBuffer part(size_t(2 * C * sp.G) * sizeof(double));
   DeviceBuffer coef(size_t(4 * C) * sizeof(P));
   const BackwardFinalize<P, kTrain> finalize{gamma, mean, stat, ggamma, gbeta, coef.as<P>(), N * HW, C, eps};
