@@ -48,7 +48,7 @@ void set_cudnn_benchmark(bool on);
 void set_cudnn_deterministic(bool on);
 // Keeps cuDNN's algorithm choices in the file `path` (empty: nowhere):
 // choices it holds for this GPU and cuDNN version are used without timing
-// or ranking, and it is rewritten (atomically) whenever a shape is chosen.
+// or ranking, and it is rewritten (atomically) whenever a shape is timed.
 // A file made on another GPU or cuDNN is ignored with a note on stderr and
 // replaced; a malformed one is an Error naming the file and line. No effect
 // without cuDNN.

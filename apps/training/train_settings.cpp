@@ -123,7 +123,7 @@ void declare_gpu_flags(Flags& f, GpuOptions& g) {
         "1: deterministic cuDNN algorithms where there is one (runs repeat bit for bit); 0: the fastest, as PyTorch");
   f.add("cudnn-algo-cache", &g.cudnn_algo_cache,
         "a file keeping cuDNN's algorithm choices per GPU and cuDNN version: read at the start, rewritten when a "
-        "shape is chosen, so --cudnn-benchmark 1 times each shape once per machine (empty: none)");
+        "shape is timed, so --cudnn-benchmark 1 times each shape once per machine (empty: none)");
   f.add("tf32", &g.tf32,
         "1: f32 convolutions (cuDNN) and GEMMs (cuBLAS) may round inputs to TF32 on tensor cores (sm 80+); 0: full f32");
 }

@@ -11,8 +11,8 @@
 // the first-ranked one runs (the fastest, by the heuristics or the timing).
 // With set_cudnn_algorithm_cache(path), the choices are also kept in a file
 // (cuda/cudnn/algorithm_cache_file.h): read when set, rewritten atomically
-// whenever a new shape was chosen, so a later run on the same GPU and cuDNN
-// times nothing it has timed before.
+// whenever a new shape was timed (with every choice made so far), so a
+// later run on the same GPU and cuDNN times nothing it has timed before.
 //
 // Math: f32 convolutions use FMA math (no TF32) unless set_tf32(true), then
 // cuDNN's default math, which may run TF32 tensor cores (PyTorch's
@@ -184,7 +184,8 @@ Choice cached(Direction d, DType dt, const Conv2dGeometry& g, F&& choose_now) {
   const Choice c = choose_now();
   std::lock_guard<std::mutex> lock(g_cache_mu);
   g_cache[key] = c;
-  if (!g_cache_path.empty()) save_cache_locked();
+  // Only a timed choice is worth a durable write (an fsync per shape); ranked ones are as quick to redo.
+  if (!g_cache_path.empty() && g_benchmark) save_cache_locked();
   return c;
 }
 

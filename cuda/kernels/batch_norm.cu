@@ -210,6 +210,15 @@ __global__ void eval_coef_kernel(const T* gamma, const T* beta, const T* running
   }
 }
 
+// The channel of element i of x: [N, C, HW].
+template <typename I>
+__device__ __forceinline__ I channel_of(int64_t i, const IndexDivisor<I>& by_HW, const IndexDivisor<I>& by_C) {
+  I nc, hw, n, c;
+  by_HW.divmod(I(i), nc, hw);
+  by_C.divmod(nc, n, c);
+  return c;
+}
+
 // One output of the forward's elementwise pass: v = (x - mean) * scale + shift;
 // with a residual, v rounded to T (batch norm's own output) plus r; then
 // max(v, 0) when kRelu (NaN stays NaN).
@@ -232,9 +241,7 @@ __global__ void forward_apply_kernel(const T* x, const T* r, T* y, const P* coef
   constexpr int K = kPackElements<T>;
   EMBER_NO_UNROLL
   for (int64_t p = grid_thread_index(); p < packs; p += grid_thread_count()) {
-    I nc, hw, n, c;
-    by_HW.divmod(I(p * K), nc, hw);
-    by_C.divmod(nc, n, c);
+    const I c = channel_of(p * K, by_HW, by_C);
     const P mean = coef[c], scale = coef[C + c], shift = coef[2 * C + c];
     const Pack<T> xv = load_pack(x + p * K);
     const Pack<T> rv = r ? load_pack(r + p * K) : Pack<T>{};
@@ -246,9 +253,7 @@ __global__ void forward_apply_kernel(const T* x, const T* r, T* y, const P* coef
   if (packs > 0) return;
   EMBER_NO_UNROLL
   for (int64_t i = grid_thread_index(); i < total; i += grid_thread_count()) {
-    I nc, hw, n, c;
-    by_HW.divmod(I(i), nc, hw);
-    by_C.divmod(nc, n, c);
+    const I c = channel_of(i, by_HW, by_C);
     y[i] = forward_output<T, kRelu>(x[i], r != nullptr, r ? r[i] : T{}, coef[c], coef[C + c], coef[2 * C + c]);
   }
 }
@@ -302,9 +307,7 @@ __global__ void backward_apply_kernel(const T* x, const T* gy, const T* relu_y, 
   constexpr int K = kPackElements<T>;
   EMBER_NO_UNROLL
   for (int64_t p = grid_thread_index(); p < packs; p += grid_thread_count()) {
-    I nc, hw, n, c;
-    by_HW.divmod(I(p * K), nc, hw);
-    by_C.divmod(nc, n, c);
+    const I c = channel_of(p * K, by_HW, by_C);
     const P mean = coef[c], A = coef[C + c], B = coef[2 * C + c], D = coef[3 * C + c];
     const Pack<T> xv = kTrain ? load_pack(x + p * K) : Pack<T>{};
     const Pack<T> gv = load_pack(gy + p * K);
@@ -318,9 +321,7 @@ __global__ void backward_apply_kernel(const T* x, const T* gy, const T* relu_y, 
   if (packs > 0) return;
   EMBER_NO_UNROLL
   for (int64_t i = grid_thread_index(); i < total; i += grid_thread_count()) {
-    I nc, hw, n, c;
-    by_HW.divmod(I(i), nc, hw);
-    by_C.divmod(nc, n, c);
+    const I c = channel_of(i, by_HW, by_C);
     gx[i] = backward_output<T, kTrain>(kTrain ? x[i] : T{}, gy[i], relu_y != nullptr, relu_y ? relu_y[i] : T{},
                                        coef[c], coef[C + c], coef[2 * C + c], coef[3 * C + c]);
   }
@@ -359,16 +360,21 @@ int64_t apply_packs(int64_t total, int64_t HW, std::initializer_list<const void*
 // first use (4 bytes of the caching allocator, zeroed on `stream`) and kept
 // for the life of the process.
 unsigned* finalize_tickets(cudaStream_t stream) {
-  static std::mutex mutex;
-  static std::map<int, unsigned*> by_device;
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
+  thread_local int last_device = -1;  // every batch-norm launch asks: no lock after the first
+  thread_local unsigned* last = nullptr;
+  if (device == last_device) return last;
+  static std::mutex mutex;
+  static std::map<int, unsigned*> by_device;
   const std::lock_guard<std::mutex> lock(mutex);
   unsigned*& tickets = by_device[device];
   if (!tickets) {
     tickets = static_cast<unsigned*>(device_allocate(sizeof(unsigned)));
     CUDA_CHECK(cudaMemsetAsync(tickets, 0, sizeof(unsigned), stream));
   }
+  last_device = device;
+  last = tickets;
   return tickets;
 }
 
