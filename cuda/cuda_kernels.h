@@ -26,6 +26,7 @@ void fill(DType dt, void* y, int64_t n, double value, Stream stream);
 void cast(DType src_dt, const void* x, DType dst_dt, void* y, int64_t n, Stream stream);
 void copy_2d(DType dt, const void* x, int64_t ldx, void* y, int64_t ldy, int64_t rows, int64_t cols,
              Stream stream);
+void transpose_batched(DType dt, const void* x, void* y, int64_t batch, int64_t rows, int64_t cols, Stream stream);
 void add(DType dt, const void* a, const void* b, void* y, int64_t n, Stream stream);
 void add_relu(DType dt, const void* a, const void* b, void* y, int64_t n, Stream stream);
 void axpby(DType dt, double alpha, const void* x, double beta, void* y, int64_t n, Stream stream);

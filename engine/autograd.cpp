@@ -12,13 +12,15 @@ thread_local bool t_grad_mode = true;
 GradAccumulator g_acc;
 
 const GradAccumulator& acc() {
-  EMBER_CHECK(g_acc.sum && g_acc.add_into,
+  EMBER_CHECK(g_acc.sum && g_acc.add_into && g_acc.to_format,
               "autograd: no gradient accumulator installed (link ember's ops library)");
   return g_acc;
 }
 
 void check_same_layout(const Tensor& grad, const Tensor& like, const char* where) {
-  EMBER_CHECK(grad.shape() == like.shape() && grad.dtype() == like.dtype(), "autograd: ", where,
+  EMBER_CHECK(grad.shape() == like.shape() && grad.dtype() == like.dtype() &&
+                  grad.memory_format() == like.memory_format(),
+              "autograd: ", where,
               " produced a gradient ", grad.str(), " for a tensor ", like.str());
 }
 
@@ -70,9 +72,12 @@ Tensor record(const char* name, Tensor output, std::initializer_list<const Tenso
   return output;
 }
 
-void run_backward(const Tensor& root, const Tensor& grad_output) {
+void run_backward(const Tensor& root, const Tensor& seed) {
   EMBER_CHECK(root.requires_grad(), "backward: the tensor does not require grad (no input of the ops that ",
               "made it requires grad, or it was made under NoGradGuard)");
+  const bool convert = seed.defined() && seed.memory_format() != root.memory_format() && seed.shape() == root.shape() &&
+                       seed.dtype() == root.dtype();
+  const Tensor grad_output = convert ? acc().to_format(seed, root.memory_format()) : seed;
   check_same_layout(grad_output, root, "backward's seed");
   NoGradGuard no_grad;  // backward formulas are not themselves recorded
 

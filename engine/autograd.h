@@ -76,10 +76,13 @@ void run_backward(const Tensor& root, const Tensor& grad_output);
 
 // Accumulation used by backward; ops/ installs the kernel-backed version so
 // that the engine stays independent of the kernels: y = a + b (new tensor),
-// and acc += g in place.
+// and acc += g in place; and the memory-format conversion of a seed given
+// in the other format than its root (y.backward(g) with a contiguous g for
+// a channels-last y, as PyTorch accepts any layout of g).
 struct GradAccumulator {
   Tensor (*sum)(const Tensor& a, const Tensor& b) = nullptr;
   void (*add_into)(Tensor& acc, const Tensor& g) = nullptr;
+  Tensor (*to_format)(const Tensor& t, MemoryFormat format) = nullptr;
 };
 void set_grad_accumulator(const GradAccumulator& acc);
 

@@ -34,14 +34,45 @@ double load_as_double(const void* base, DType t, size_t i) {
   return 0;
 }
 
+// Reorders the elements of a host buffer between [N, C, H, W] and [N, H, W, C]:
+//   to_channels_last: dst[n, hw, c] = src[n, c, hw], else dst[n, c, hw] = src[n, hw, c]
+void reorder_host(const void* src, void* dst, const Shape& s, size_t elem, bool to_channels_last) {
+  const int64_t N = s[0], C = s[1], HW = s[2] * s[3];
+  const char* in = static_cast<const char*>(src);
+  char* out = static_cast<char*>(dst);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t i = 0; i < HW; ++i) {
+        const int64_t nchw = (n * C + c) * HW + i, nhwc = (n * HW + i) * C + c;
+        const int64_t from = to_channels_last ? nchw : nhwc, to = to_channels_last ? nhwc : nchw;
+        std::memcpy(out + size_t(to) * elem, in + size_t(from) * elem, elem);
+      }
+}
+
+void check_format(const Shape& shape, MemoryFormat format) {
+  EMBER_CHECK(format == MemoryFormat::contiguous || shape.ndim() == 4,
+              "channels_last needs a 4-D tensor [N, C, H, W], not shape ", shape.str());
+}
+
 }  // namespace
 
-Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+const char* memory_format_name(MemoryFormat f) {
+  return f == MemoryFormat::channels_last ? "channels_last" : "contiguous";
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, MemoryFormat format) {
+  check_format(shape, format);
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::make_shared<Storage>(size_t(shape.numel()) * dtype_size(dtype), device);
   impl->shape = shape;
   impl->dtype = dtype;
+  impl->format = format;
   return Tensor(std::move(impl));
+}
+
+Tensor Tensor::empty_like(const Tensor& like) { return empty_like(like, like.dtype()); }
+Tensor Tensor::empty_like(const Tensor& like, DType dtype) {
+  return empty(like.shape(), dtype, like.device(), like.memory_format());
 }
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
@@ -67,11 +98,20 @@ Tensor Tensor::from_vector(const std::vector<double>& values, const Shape& shape
 
 std::string Tensor::str() const {
   if (!defined()) return "Tensor[undefined]";
-  return cat("Tensor[", dtype_name(dtype()), " ", device().str(), " ", shape().str(), "]");
+  return cat("Tensor[", dtype_name(dtype()), " ", device().str(), " ", shape().str(),
+             is_channels_last() ? " channels_last" : "", "]");
+}
+
+Tensor Tensor::contiguous_host() const {
+  EMBER_CHECK(device().is_cpu(), "contiguous_host: ", str(), " is not on the host (use ops::to_memory_format)");
+  if (!is_channels_last()) return *this;
+  Tensor out = empty(shape(), dtype(), Device::cpu());
+  reorder_host(raw_data(), out.raw_data(), shape(), dtype_size(dtype()), false);
+  return out;
 }
 
 std::vector<double> Tensor::to_double_vector() const {
-  Tensor host = to(Device::cpu());
+  Tensor host = to(Device::cpu()).contiguous_host();
   std::vector<double> out(static_cast<size_t>(numel()));
   for (size_t i = 0; i < out.size(); ++i) out[i] = load_as_double(host.raw_data(), dtype(), i);
   return out;
@@ -84,7 +124,7 @@ double Tensor::item() const {
 
 Tensor Tensor::to(Device dev) const {
   if (device() == dev) return *this;
-  Tensor out = empty(shape(), dtype(), dev);
+  Tensor out = empty(shape(), dtype(), dev, memory_format());
   copy_bytes(out.raw_data(), dev, raw_data(), device(), nbytes());
   return out;
 }
@@ -92,13 +132,13 @@ Tensor Tensor::to(Device dev) const {
 Tensor Tensor::to_ahead(Device dev) const {
   EMBER_CHECK(device().is_cpu(), "to_ahead: ", str(), " is not on the host");
   if (dev.is_cpu()) return *this;
-  Tensor out = empty(shape(), dtype(), dev);
+  Tensor out = empty(shape(), dtype(), dev, memory_format());
   memory_backend(dev.type).copy_from_host_ahead(out.raw_data(), raw_data(), nbytes(), dev.index);
   return out;
 }
 
 Tensor Tensor::clone() const {
-  Tensor out = empty(shape(), dtype(), device());
+  Tensor out = empty(shape(), dtype(), device(), memory_format());
   copy_bytes(out.raw_data(), device(), raw_data(), device(), nbytes());
   return out;
 }
@@ -109,14 +149,26 @@ Tensor Tensor::detach() const {
   impl->offset = impl_->offset;
   impl->shape = impl_->shape;
   impl->dtype = impl_->dtype;
+  impl->format = impl_->format;
   return Tensor(std::move(impl));
 }
 
 Tensor Tensor::view(const Shape& new_shape) const {
   EMBER_CHECK(new_shape.numel() == numel(), "view: cannot view ", shape().str(), " (", numel(),
               " elements) as ", new_shape.str());
+  EMBER_CHECK(!is_channels_last() || size(1) == 1 || size(2) * size(3) == 1, "view: ", str(),
+              " is channels_last; its elements are not in the order of ", shape().str(),
+              " (convert with ops::to_memory_format first)");
   Tensor out = detach();
   out.impl_->shape = new_shape;
+  out.impl_->format = MemoryFormat::contiguous;
+  return out;
+}
+
+Tensor Tensor::reinterpret_format(MemoryFormat format) const {
+  check_format(shape(), format);
+  Tensor out = detach();
+  out.impl_->format = format;
   return out;
 }
 
@@ -125,6 +177,7 @@ Tensor Tensor::view_at(int64_t element_offset, const Shape& new_shape) const {
               element_offset, ", ", element_offset + new_shape.numel(), ") are outside ", str());
   Tensor out = detach();
   out.impl_->shape = new_shape;
+  out.impl_->format = MemoryFormat::contiguous;
   out.impl_->offset += size_t(element_offset) * dtype_size(dtype());
   return out;
 }
@@ -154,7 +207,14 @@ Tensor Tensor::view_infer(std::vector<int64_t> dims) const {
 
 void Tensor::copy_from(const Tensor& src) {
   EMBER_CHECK(src.shape() == shape() && src.dtype() == dtype(), "copy_from: ", src.str(), " into ", str());
-  copy_bytes(raw_data(), device(), src.raw_data(), src.device(), nbytes());
+  if (src.memory_format() == memory_format()) {
+    copy_bytes(raw_data(), device(), src.raw_data(), src.device(), nbytes());
+    return;
+  }
+  Tensor host = src.to(Device::cpu());
+  Tensor reordered = empty(shape(), dtype(), Device::cpu(), memory_format());
+  reorder_host(host.raw_data(), reordered.raw_data(), shape(), dtype_size(dtype()), is_channels_last());
+  copy_bytes(raw_data(), device(), reordered.raw_data(), Device::cpu(), nbytes());
 }
 
 void Tensor::zero_() {

@@ -1,6 +1,9 @@
 // net/module.cpp — name collection, mode switching and device moves for modules.
 #include "net/module.h"
 
+#include "engine/autograd.h"
+#include "ops/ops.h"
+
 namespace ember::net {
 
 void Module::train(bool on) {
@@ -77,6 +80,16 @@ void Module::to(Device device) {
   }
   for (auto& b : named_buffers())
     if (!b.host_only && !(b.tensor->device() == device)) *b.tensor = b.tensor->to(device);
+}
+
+void Module::to_memory_format(MemoryFormat format) {
+  NoGradGuard no_grad;
+  for (auto& p : named_parameters()) {
+    if (p.tensor->ndim() != 4 || p.tensor->memory_format() == format) continue;
+    Tensor converted = ops::to_memory_format(p.tensor->detach(), format);
+    converted.set_requires_grad(true);
+    *p.tensor = converted;
+  }
 }
 
 void Module::zero_grad() {

@@ -54,6 +54,12 @@ class Module {
 
   // Moves (copies) every parameter and buffer to a device.
   void to(Device device);
+  // Stores every 4-D parameter (convolution weights) in `format`, PyTorch's
+  // model.to(memory_format=...): with channels_last weights the convolutions
+  // run channels-last and their outputs, and so the activations, follow.
+  // Names and logical shapes stay; checkpoints are written in NCHW order
+  // whatever the format (engine/tensor.h). Call before making the optimizer.
+  void to_memory_format(MemoryFormat format);
   // Drops all gradients (PyTorch's zero_grad(set_to_none=True)).
   void zero_grad();
   // Calls f on this module and every descendant, parents first (PyTorch's apply).

@@ -97,7 +97,7 @@ void write_safetensors(const std::vector<std::pair<std::string, Tensor>>& tensor
   sink(len, 8);
   sink(text.data(), text.size());
   for (size_t i : order) {
-    const Tensor host = tensors[i].second.to(Device::cpu());
+    const Tensor host = tensors[i].second.to(Device::cpu()).contiguous_host();  // files hold logical order
     if (host.nbytes() > 0) sink(host.raw_data(), host.nbytes());
   }
 }

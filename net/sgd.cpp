@@ -69,13 +69,19 @@ SGD::SGD(std::vector<NamedParameter> params, const SgdOptions& options,
               ", which is not an f16 or bf16 parameter of the model");
 }
 
+// Slices of the flat buffers mirror their parameter's memory format (the
+// multi-tensor step pairs them element for element with the parameter's bytes).
 Tensor SGD::master_of(const Slot& s) const {
-  return s.master_offset < 0 ? Tensor() : masters_.view_at(s.master_offset, s.param.tensor->shape());
+  if (s.master_offset < 0) return Tensor();
+  const Tensor& w = *s.param.tensor;
+  return masters_.view_at(s.master_offset, w.shape()).reinterpret_format(w.memory_format());
 }
 
 Tensor SGD::momentum_of(const Slot& s) const {
   if (!s.flat) return s.momentum;
-  return momentum_.defined() ? momentum_.view_at(s.offset, s.param.tensor->shape()) : Tensor();
+  const Tensor& w = *s.param.tensor;
+  return momentum_.defined() ? momentum_.view_at(s.offset, w.shape()).reinterpret_format(w.memory_format())
+                             : Tensor();
 }
 
 Tensor& SGD::grads32() {
@@ -178,7 +184,7 @@ void SGD::step_one_by_one(double lr, double grad_scale) {
     p.grad_scale = grad_scale;
     p.first_step = false;
     if (options_.momentum != 0.0 && !s.momentum.defined()) {
-      s.momentum = Tensor::empty(w.shape(), w.dtype(), w.device());
+      s.momentum = Tensor::empty_like(w);
       p.first_step = true;
     }
     ops::sgd_update_(w, g, s.momentum, p);
@@ -241,7 +247,8 @@ void SGD::load_state(const std::vector<std::pair<std::string, Tensor>>& state, i
         momentum_of(s).copy_from(t);
         s.had_gradient = true;
       } else {
-        s.momentum = t.to(w.device()).clone();
+        s.momentum = Tensor::empty_like(w);
+        s.momentum.copy_from(t);
       }
       found = true;
       break;

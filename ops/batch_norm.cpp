@@ -43,14 +43,15 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta, Te
                     Tensor& running_var, bool training, double momentum, double eps) {
   require_float(x, "batch_norm2d", "input");
   require_ndim(x, 4, "batch_norm2d", "input");
-  const int64_t N = x.size(0), C = x.size(1), HW = x.size(2) * x.size(3);
+  const ChannelDims cd = channel_dims(x);
+  const int64_t N = cd.N, C = cd.C, HW = cd.HW;
   require_param(gamma, x, C, "weight");
   require_param(beta, x, C, "bias");
   require_param(running_mean, x, C, "running_mean");
   require_param(running_var, x, C, "running_var");
   EMBER_CHECK(eps > 0, "batch_norm2d: eps must be positive");
   const DType pt = param_dtype(x.dtype());
-  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor y = Tensor::empty_like(x);
   auto [k, s] = launch_on(x);
 
   if (training) {
@@ -65,7 +66,7 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta, Te
     return record_op("batch_norm2d", y, {&x, &gamma, &beta},
                      [xs, gs, mean, invstd, N, C, HW, eps](const Tensor& gy, GradMask) {
                        auto [k2, s2] = launch_on(xs);
-                       Tensor gx = Tensor::empty(xs.shape(), xs.dtype(), xs.device());
+                       Tensor gx = Tensor::empty_like(xs);
                        Tensor gg = Tensor::empty({C}, gs.dtype(), xs.device());
                        Tensor gb = Tensor::empty({C}, gs.dtype(), xs.device());
                        k2.batch_norm_backward_train(xs.dtype(), xs.raw_data(), gy.raw_data(), gs.raw_data(),
@@ -82,7 +83,7 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta, Te
   return record_op("batch_norm2d_eval", y, {&x, &gamma, &beta},
                    [xs, gs, rm, rv, N, C, HW, eps](const Tensor& gy, GradMask) {
                      auto [k2, s2] = launch_on(xs);
-                     Tensor gx = Tensor::empty(xs.shape(), xs.dtype(), xs.device());
+                     Tensor gx = Tensor::empty_like(xs);
                      Tensor gg = Tensor::empty({C}, gs.dtype(), xs.device());
                      Tensor gb = Tensor::empty({C}, gs.dtype(), xs.device());
                      k2.batch_norm_backward_eval(xs.dtype(), xs.raw_data(), gy.raw_data(), gs.raw_data(),
@@ -96,9 +97,10 @@ Tensor batch_norm2d_relu(const Tensor& x, const Tensor& gamma, const Tensor& bet
                          Tensor& running_var, bool training, double momentum, double eps) {
   if (!training) return relu(batch_norm2d(x, gamma, beta, running_mean, running_var, false, momentum, eps));
   require_training_args(x, gamma, beta, running_mean, running_var, eps);
-  const int64_t N = x.size(0), C = x.size(1), HW = x.size(2) * x.size(3);
+  const ChannelDims cd = channel_dims(x);
+  const int64_t N = cd.N, C = cd.C, HW = cd.HW;
   const DType pt = param_dtype(x.dtype());
-  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor y = Tensor::empty_like(x);
   auto [k, s] = launch_on(x);
   Tensor mean = Tensor::empty({C}, pt, x.device()), invstd = Tensor::empty({C}, pt, x.device());
   k.batch_norm_relu_forward_train(x.dtype(), x.raw_data(), gamma.raw_data(), beta.raw_data(), y.raw_data(),
@@ -109,7 +111,7 @@ Tensor batch_norm2d_relu(const Tensor& x, const Tensor& gamma, const Tensor& bet
   return record_op("batch_norm2d_relu", y, {&x, &gamma, &beta},
                    [xs, ys, gs, mean, invstd, N, C, HW, eps](const Tensor& gy, GradMask) {
                      auto [k2, s2] = launch_on(xs);
-                     Tensor gx = Tensor::empty(xs.shape(), xs.dtype(), xs.device());
+                     Tensor gx = Tensor::empty_like(xs);
                      Tensor gg = Tensor::empty({C}, gs.dtype(), xs.device());
                      Tensor gb = Tensor::empty({C}, gs.dtype(), xs.device());
                      k2.batch_norm_relu_backward_train(xs.dtype(), xs.raw_data(), ys.raw_data(), gy.raw_data(),
@@ -128,9 +130,11 @@ Tensor batch_norm2d_add_relu(const Tensor& x, const Tensor& residual, const Tens
   require_like(residual, x, "batch_norm2d_add_relu", "residual");
   EMBER_CHECK(residual.shape() == x.shape(), "batch_norm2d_add_relu: residual ", residual.shape().str(),
               " differs from input ", x.shape().str());
-  const int64_t N = x.size(0), C = x.size(1), HW = x.size(2) * x.size(3);
+  require_same_format(residual, x, "batch_norm2d_add_relu", "residual");
+  const ChannelDims cd = channel_dims(x);
+  const int64_t N = cd.N, C = cd.C, HW = cd.HW;
   const DType pt = param_dtype(x.dtype());
-  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor y = Tensor::empty_like(x);
   auto [k, s] = launch_on(x);
   Tensor mean = Tensor::empty({C}, pt, x.device()), invstd = Tensor::empty({C}, pt, x.device());
   k.batch_norm_add_relu_forward_train(x.dtype(), x.raw_data(), residual.raw_data(), gamma.raw_data(),
@@ -141,8 +145,8 @@ Tensor batch_norm2d_add_relu(const Tensor& x, const Tensor& residual, const Tens
   return record_op("batch_norm2d_add_relu", y, {&x, &residual, &gamma, &beta},
                    [xs, ys, gs, mean, invstd, N, C, HW, eps](const Tensor& gy, GradMask) {
                      auto [k2, s2] = launch_on(xs);
-                     Tensor gx = Tensor::empty(xs.shape(), xs.dtype(), xs.device());
-                     Tensor gr = Tensor::empty(xs.shape(), xs.dtype(), xs.device());
+                     Tensor gx = Tensor::empty_like(xs);
+                     Tensor gr = Tensor::empty_like(xs);
                      Tensor gg = Tensor::empty({C}, gs.dtype(), xs.device());
                      Tensor gb = Tensor::empty({C}, gs.dtype(), xs.device());
                      k2.batch_norm_add_relu_backward_train(xs.dtype(), xs.raw_data(), ys.raw_data(), gy.raw_data(),

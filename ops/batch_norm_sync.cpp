@@ -48,7 +48,8 @@ Tensor batch_norm2d_sync(const Tensor& x, const Tensor& gamma, const Tensor& bet
   EMBER_CHECK(sync.all_reduce_sum && sync.world >= 1 && sync.rank >= 0 && sync.rank < sync.world,
               "batch_norm2d_sync: no all-reduce for rank ", sync.rank, " of ", sync.world);
   EMBER_CHECK(eps > 0, "batch_norm2d_sync: eps must be positive");
-  const int64_t N = x.size(0), C = x.size(1), HW = x.size(2) * x.size(3);
+  const ChannelDims cd = channel_dims(x);
+  const int64_t N = cd.N, C = cd.C, HW = cd.HW;
   for (const Tensor* t : {&gamma, &beta, static_cast<const Tensor*>(&running_mean), static_cast<const Tensor*>(&running_var)}) {
     EMBER_CHECK(t->defined() && t->shape() == Shape{C} && t->dtype() == param_dtype(x.dtype()) &&
                     t->device() == x.device(),
@@ -60,7 +61,7 @@ Tensor batch_norm2d_sync(const Tensor& x, const Tensor& gamma, const Tensor& bet
   const int64_t M = N * HW;
 
   // 1. this rank's mean and unbiased variance (the running outputs with momentum 1)
-  Tensor scratch_y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor scratch_y = Tensor::empty_like(x);
   Tensor lmean = Tensor::empty({C}, pt, x.device()), linv = Tensor::empty({C}, pt, x.device());
   Tensor rmean = Tensor::zeros({C}, pt, x.device()), rvar = Tensor::zeros({C}, pt, x.device());
   Tensor ones = Tensor::full({C}, 1.0, pt, x.device()), zeros = Tensor::zeros({C}, pt, x.device());
@@ -113,7 +114,7 @@ Tensor batch_norm2d_sync(const Tensor& x, const Tensor& gamma, const Tensor& bet
   }
   // 3. normalise with the global statistics
   const Tensor gmean = device_values(mean, pt, x.device()), gvar = device_values(var, pt, x.device());
-  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor y = Tensor::empty_like(x);
   k.batch_norm_forward_eval(x.dtype(), x.raw_data(), gamma.raw_data(), beta.raw_data(), gmean.raw_data(),
                             gvar.raw_data(), y.raw_data(), N, C, HW, eps, s);
   if (!should_record({&x, &gamma, &beta})) return y;
@@ -123,7 +124,7 @@ Tensor batch_norm2d_sync(const Tensor& x, const Tensor& gamma, const Tensor& bet
                    [xs, gs, gmean, gvar, var, total, N, C, HW, eps, sync](const Tensor& gy, GradMask) {
                      auto [k2, s2] = launch_on(xs);
                      const DType pt2 = gs.dtype();
-                     Tensor gx = Tensor::empty(xs.shape(), xs.dtype(), xs.device());
+                     Tensor gx = Tensor::empty_like(xs);
                      Tensor gg = Tensor::empty({C}, pt2, xs.device()), gb = Tensor::empty({C}, pt2, xs.device());
                      k2.batch_norm_backward_eval(xs.dtype(), xs.raw_data(), gy.raw_data(), gs.raw_data(),
                                                  gmean.raw_data(), gvar.raw_data(), gx.raw_data(), gg.raw_data(),
@@ -144,7 +145,7 @@ Tensor batch_norm2d_sync(const Tensor& x, const Tensor& gamma, const Tensor& bet
                        shift[i] = k_c * sums[size_t(C) + i];
                      }
                      const Tensor sc = device_values(xhat_scale, pt2, xs.device()), sh = device_values(shift, pt2, xs.device());
-                     Tensor correction = Tensor::empty(xs.shape(), xs.dtype(), xs.device());
+                     Tensor correction = Tensor::empty_like(xs);
                      k2.batch_norm_forward_eval(xs.dtype(), xs.raw_data(), sc.raw_data(), sh.raw_data(),
                                                 gmean.raw_data(), gvar.raw_data(), correction.raw_data(), N, C, HW,
                                                 eps, s2);

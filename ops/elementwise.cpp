@@ -13,7 +13,8 @@ Tensor add(const Tensor& a, const Tensor& b) {
   require_float(a, "add", "a");
   require_like(b, a, "add", "b");
   EMBER_CHECK(a.shape() == b.shape(), "add: shapes differ: ", a.shape().str(), " and ", b.shape().str());
-  Tensor y = Tensor::empty(a.shape(), a.dtype(), a.device());
+  require_same_format(b, a, "add", "b");
+  Tensor y = Tensor::empty_like(a);
   auto [k, s] = launch_on(a);
   k.add(a.dtype(), a.raw_data(), b.raw_data(), y.raw_data(), a.numel(), s);
   if (!should_record({&a, &b})) return y;
@@ -23,7 +24,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 // y = alpha x;  gx = alpha gy
 Tensor scale(const Tensor& x, double alpha) {
   require_float(x, "scale", "input");
-  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor y = Tensor::empty_like(x);
   auto [k, s] = launch_on(x);
   k.axpby(x.dtype(), alpha, x.raw_data(), 0.0, y.raw_data(), x.numel(), s);
   if (!should_record({&x})) return y;
@@ -52,7 +53,7 @@ Tensor cast(const Tensor& x, DType dtype) {
   EMBER_CHECK(is_floating(x.dtype()) && is_floating(dtype), "cast: only between floating types, got ",
               dtype_name(x.dtype()), " -> ", dtype_name(dtype));
   if (x.dtype() == dtype) return x;
-  Tensor y = Tensor::empty(x.shape(), dtype, x.device());
+  Tensor y = Tensor::empty_like(x, dtype);
   auto [k, s] = launch_on(x);
   k.cast(x.dtype(), x.raw_data(), dtype, y.raw_data(), x.numel(), s);
   if (!should_record({&x})) return y;
@@ -63,13 +64,13 @@ Tensor cast(const Tensor& x, DType dtype) {
 // y = max(x, 0);  gx = y > 0 ? gy : 0
 Tensor relu(const Tensor& x) {
   require_float(x, "relu", "input");
-  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor y = Tensor::empty_like(x);
   auto [k, s] = launch_on(x);
   k.relu_forward(x.dtype(), x.raw_data(), y.raw_data(), x.numel(), s);
   if (!should_record({&x})) return y;
   Tensor saved = y.detach();
   return record_op("relu", y, {&x}, [saved](const Tensor& gy, GradMask) {
-    Tensor gx = Tensor::empty(saved.shape(), saved.dtype(), saved.device());
+    Tensor gx = Tensor::empty_like(saved);
     auto [k2, s2] = launch_on(saved);
     k2.relu_backward(saved.dtype(), saved.raw_data(), gy.raw_data(), gx.raw_data(), saved.numel(), s2);
     return std::vector<Tensor>{gx};
@@ -81,13 +82,14 @@ Tensor add_relu(const Tensor& a, const Tensor& b) {
   require_float(a, "add_relu", "a");
   require_like(b, a, "add_relu", "b");
   EMBER_CHECK(a.shape() == b.shape(), "add_relu: shapes differ: ", a.shape().str(), " and ", b.shape().str());
-  Tensor y = Tensor::empty(a.shape(), a.dtype(), a.device());
+  require_same_format(b, a, "add_relu", "b");
+  Tensor y = Tensor::empty_like(a);
   auto [k, s] = launch_on(a);
   k.add_relu(a.dtype(), a.raw_data(), b.raw_data(), y.raw_data(), a.numel(), s);
   if (!should_record({&a, &b})) return y;
   Tensor saved = y.detach();
   return record_op("add_relu", y, {&a, &b}, [saved](const Tensor& gy, GradMask) {
-    Tensor g = Tensor::empty(saved.shape(), saved.dtype(), saved.device());
+    Tensor g = Tensor::empty_like(saved);
     auto [k2, s2] = launch_on(saved);
     k2.relu_backward(saved.dtype(), saved.raw_data(), gy.raw_data(), g.raw_data(), saved.numel(), s2);
     return std::vector<Tensor>{g, g};
@@ -101,17 +103,18 @@ Tensor add_relu(const Tensor& a, const Tensor& b) {
 Tensor detail::pointwise(const Tensor& x, PointwiseOp op, const PointwiseArgs& args) {
   const char* name = pointwise_name(op);
   require_float(x, name, "input");
-  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor y = Tensor::empty_like(x);
   auto [k, s] = launch_on(x);
   k.pointwise_forward(x.dtype(), op, x.raw_data(), y.raw_data(), x.numel(), args, s);
   if (!should_record({&x})) return y;
   const bool reads_x = with_pointwise_fn(op, [](auto fn) { return decltype(fn)::backward_reads_x; });
   Tensor saved = reads_x ? x.detach() : Tensor();
-  const Shape shape = x.shape();
   const DType dt = x.dtype();
+  const Shape shape = x.shape();
   const Device device = x.device();
-  return record_op(name, y, {&x}, [saved, shape, dt, device, op, args](const Tensor& gy, GradMask) {
-    Tensor gx = Tensor::empty(shape, dt, device);
+  const MemoryFormat format = x.memory_format();
+  return record_op(name, y, {&x}, [saved, shape, dt, device, format, op, args](const Tensor& gy, GradMask) {
+    Tensor gx = Tensor::empty(shape, dt, device, format);
     auto [k2, s2] = launch_on(gy);
     k2.pointwise_backward(dt, op, saved.defined() ? saved.raw_data() : nullptr, gy.raw_data(), gx.raw_data(),
                           gx.numel(), args, s2);

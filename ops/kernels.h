@@ -22,7 +22,12 @@
 //   arithmetic (the trainer normally keeps f32 masters and calls it with
 //   f32). A NaN stays a NaN (on the CPU a bf16 NaN keeps its sign and top
 //   payload bits; CUDA stores its canonical NaN).
-// - Tensors are dense and row-major; shapes are given in the comments.
+// - Tensors are dense and row-major; shapes are given in the comments. The
+//   convolution and pooling geometries carry a channels_last flag: then every
+//   [N, C, H, W] image tensor of that kernel is stored [N, H, W, C] and a
+//   filter [K, C, R, S] is stored [K, R, S, C] (engine/tensor.h's memory
+//   format). Per-channel kernels (batch norm, bias) take a channels-last
+//   tensor as [N*H*W, C, 1].
 // - Pointers live on the backend's device; `stream` is a cudaStream_t on
 //   CUDA and ignored on the CPU. Kernels never allocate user-visible memory.
 // - Output buffers are overwritten unless the comment says "accumulates".
@@ -50,11 +55,13 @@ struct PointwiseArgs;
 
 // Geometry of a 2-D convolution (groups = 1, dilation = 1).
 //   x: [N, C, H, W]   w: [K, C, R, S]   y: [N, K, P, Q]
+//   channels_last:  x: [N, H, W, C]   w: [K, R, S, C]   y: [N, P, Q, K]
 struct Conv2dGeometry {
   int64_t N = 0, C = 0, H = 0, W = 0;
   int64_t K = 0, R = 0, S = 0;
   int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
   int64_t P = 0, Q = 0;
+  bool channels_last = false;
   int64_t col_rows() const { return C * R * S; }  // im2col matrix: [C*R*S, P*Q]
   int64_t col_cols() const { return P * Q; }
 };
@@ -63,12 +70,13 @@ Conv2dGeometry make_conv2d_geometry(int64_t N, int64_t C, int64_t H, int64_t W, 
                                     int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w);
 
 // Geometry of 2-D max pooling (padding counts as -inf).
-//   x: [N, C, H, W]   y: [N, C, P, Q]
+//   x: [N, C, H, W]   y: [N, C, P, Q]   (channels_last: [N, H, W, C], [N, P, Q, C])
 struct Pool2dGeometry {
   int64_t N = 0, C = 0, H = 0, W = 0;
   int64_t R = 0, S = 0;
   int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
   int64_t P = 0, Q = 0;
+  bool channels_last = false;
 };
 Pool2dGeometry make_pool2d_geometry(int64_t N, int64_t C, int64_t H, int64_t W, int64_t R, int64_t S,
                                     int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w);
@@ -138,6 +146,12 @@ struct Kernels {
   // its backward reads each gradient back out of the output's gradient.)
   void (*copy_2d)(DType dt, const void* x, int64_t ldx, void* y, int64_t ldy, int64_t rows, int64_t cols,
                   Stream stream);
+  // Each matrix of a batch transposed, for every dtype (bits moved; x and y
+  // must not overlap):   y[b, j, i] = x[b, i, j]   x: [batch, rows, cols]  y: [batch, cols, rows]
+  // (NCHW -> NHWC is rows = C, cols = H*W; back is rows = H*W, cols = C; the
+  // memory-format conversion of ops::to_memory_format.)
+  void (*transpose_batched)(DType dt, const void* x, void* y, int64_t batch, int64_t rows, int64_t cols,
+                            Stream stream);
 
   // ----------------------------------------------------------- elementwise
   // y = a + b                                                 a, b, y: [n]
@@ -260,7 +274,8 @@ struct Kernels {
 
   // --------------------------------------------------------------- pooling
   // y = max over each window; argmax = index h*W + w of the max in its input plane.
-  //   x: [N, C, H, W]   y, argmax (i32): [N, C, P, Q]
+  //   x: [N, C, H, W]   y, argmax (i32): [N, C, P, Q]   (channels_last: argmax is
+  //   [N, P, Q, C] too, and still holds h*W + w)
   // (cuDNN's pooling does not produce argmax: its backward uses x and y.)
   void (*max_pool2d_forward)(DType dt, const Pool2dGeometry& g, const void* x, void* y, int32_t* argmax,
                              Stream stream);
@@ -341,7 +356,7 @@ struct Kernels {
 
 // The list of every member above, for tests that must cover all of them.
 #define EMBER_FOR_EACH_KERNEL(X)                                                                            \
-  X(fill) X(cast) X(copy_2d) X(add) X(add_relu) X(axpby) X(relu_forward) X(relu_backward)                \
+  X(fill) X(cast) X(copy_2d) X(transpose_batched) X(add) X(add_relu) X(axpby) X(relu_forward) X(relu_backward)                \
   X(pointwise_forward) X(pointwise_backward) X(bias_add)                                                   \
   X(bias_backward) X(sum) X(argmax_rows) X(count_equal) X(gemm) X(im2col) X(col2im) X(conv2d_forward) X(conv2d_backward_data) \
   X(conv2d_backward_filter) X(batch_norm_forward_train) X(batch_norm_backward_train)                      \

@@ -33,6 +33,22 @@ inline void require_shape(const Tensor& t, const Shape& shape, const char* op, c
   EMBER_CHECK(t.shape() == shape, op, ": ", what, " must have shape ", shape.str(), ", got ", t.shape().str());
 }
 
+// Same memory format as `like` (binary elementwise ops read both flat).
+inline void require_same_format(const Tensor& t, const Tensor& like, const char* op, const char* what) {
+  EMBER_CHECK(t.memory_format() == like.memory_format(), op, ": ", what, " is ", memory_format_name(t.memory_format()),
+              " but the input is ", memory_format_name(like.memory_format()));
+}
+
+// The [N, C, HW] a per-channel kernel (batch norm, bias) sees for a 4-D x:
+// a channels-last x is [N*H*W, C, 1], the same numbers in the same places.
+struct ChannelDims {
+  int64_t N, C, HW;
+};
+inline ChannelDims channel_dims(const Tensor& x) {
+  if (x.is_channels_last()) return {x.size(0) * x.size(2) * x.size(3), x.size(1), 1};
+  return {x.size(0), x.size(1), x.size(2) * x.size(3)};
+}
+
 struct Launch {
   const Kernels& k;
   Stream stream;

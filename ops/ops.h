@@ -64,6 +64,8 @@ struct Conv2dOptions {
   static Conv2dOptions square(int64_t stride, int64_t pad) { return {stride, stride, pad, pad}; }
 };
 // x: [N, C, H, W], w: [K, C, R, S], b: [K] or undefined -> [N, K, P, Q]
+// A channels-last w makes a channels-last convolution (x converted to w's
+// format if it differs; y in w's format).
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dOptions& opt);
 
 // x: [N, C, H, W]; gamma, beta, running_mean, running_var: [C] in param_dtype.
@@ -106,7 +108,12 @@ Tensor global_max_pool2d(const Tensor& x);
 // x: [N, in], w: [out, in], b: [out] or undefined -> [N, out]
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
 
-// Views of the same storage (the gradient is reshaped back).
+// x in the given memory format (engine/tensor.h): x itself if it already is,
+// else a converted copy (one transpose per image); the gradient converts back.
+Tensor to_memory_format(const Tensor& x, MemoryFormat format);
+
+// Views of the same storage (the gradient is reshaped back). A channels-last
+// x can be viewed only where its order does not matter (C == 1 or H*W == 1).
 Tensor reshape(const Tensor& x, const Shape& shape);
 Tensor flatten(const Tensor& x, int start_dim = 1);
 // a and b joined along dim (negative: from the end); every other size must

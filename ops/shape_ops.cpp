@@ -1,6 +1,7 @@
 // ops/shape_ops.cpp — reshape and flatten (views whose gradient is reshaped
-// back) and concat (a copy through the copy_2d kernel; its gradient is split
-// back by the same kernel).
+// back), concat (a copy through the copy_2d kernel; its gradient is split
+// back by the same kernel) and to_memory_format (NCHW <-> NHWC through the
+// transpose_batched kernel; its gradient converts back).
 #include "ops/op_helpers.h"
 #include "ops/ops.h"
 
@@ -13,8 +14,27 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
   Tensor y = x.view(shape);
   if (!should_record({&x})) return y;
   const Shape in_shape = x.shape();
-  return record_op("reshape", y, {&x}, [in_shape](const Tensor& gy, GradMask) {
-    return std::vector<Tensor>{gy.view(in_shape)};
+  const MemoryFormat in_format = x.memory_format();  // a channels-last x here has C == 1 or H*W == 1
+  return record_op("reshape", y, {&x}, [in_shape, in_format](const Tensor& gy, GradMask) {
+    return std::vector<Tensor>{gy.view(in_shape).reinterpret_format(in_format)};
+  });
+}
+
+Tensor to_memory_format(const Tensor& x, MemoryFormat format) {
+  require_defined(x, "to_memory_format", "input");
+  if (x.memory_format() == format) return x;
+  require_ndim(x, 4, "to_memory_format", "input");
+  const int64_t N = x.size(0), C = x.size(1), HW = x.size(2) * x.size(3);
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device(), format);
+  auto [k, s] = launch_on(x);
+  if (format == MemoryFormat::channels_last)
+    k.transpose_batched(x.dtype(), x.raw_data(), y.raw_data(), N, C, HW, s);  // [N, C, HW] -> [N, HW, C]
+  else
+    k.transpose_batched(x.dtype(), x.raw_data(), y.raw_data(), N, HW, C, s);  // [N, HW, C] -> [N, C, HW]
+  if (!should_record({&x})) return y;
+  const MemoryFormat back = x.memory_format();
+  return record_op("to_memory_format", y, {&x}, [back](const Tensor& gy, GradMask) {
+    return std::vector<Tensor>{to_memory_format(gy, back)};
   });
 }
 
@@ -37,6 +57,8 @@ Tensor flatten(const Tensor& x, int start_dim) {
 Tensor concat(const Tensor& a, const Tensor& b, int dim) {
   require_defined(a, "concat", "a");
   require_like(b, a, "concat", "b");
+  EMBER_CHECK(!a.is_channels_last() && !b.is_channels_last(),
+              "concat: channels_last inputs are not supported (convert with to_memory_format first)");
   const int nd = a.ndim();
   EMBER_CHECK(b.ndim() == nd, "concat: a ", a.shape().str(), " and b ", b.shape().str(),
               " have different numbers of dimensions");

@@ -32,6 +32,7 @@ void add_(Tensor& acc, const Tensor& g, double alpha) {
   require_float(acc, "add_", "accumulator");
   require_like(g, acc, "add_", "addend");
   require_shape(g, acc.shape(), "add_", "addend");
+  require_same_format(g, acc, "add_", "addend");
   auto [k, s] = launch_on(acc);
   k.axpby(acc.dtype(), alpha, g.raw_data(), 1.0, acc.raw_data(), acc.numel(), s);
 }
@@ -92,6 +93,7 @@ void install_grad_accumulator() {
     GradAccumulator acc;
     acc.sum = [](const Tensor& a, const Tensor& b) { return ops::add(a, b); };
     acc.add_into = [](Tensor& a, const Tensor& g) { ops::add_(a, g); };
+    acc.to_format = [](const Tensor& t, MemoryFormat f) { return ops::to_memory_format(t, f); };
     set_grad_accumulator(acc);
   });
 }

@@ -12,9 +12,10 @@
 #   7. (not by default) kernel_lab: the lab's ops checked and timed, to compare with the emulator's estimates;
 #      f16 GEMM and convolutions on the tensor cores and on the FP32 pipes (--tensor-cores 0).
 #   8. (not by default) Nsight Compute's sections for the native GEMM kernels (what binds them).
-#   9. (not by default) ember against PyTorch, alternating, 3 rounds, ResNet-50 224 batch 64: ember fp16, bf16
-#      and TF32 with --profile 1 (launches and host waits per step); PyTorch AMP fp16 and bf16 in NCHW and
-#      channels_last, and TF32, with its peak memory. `PARTS="1 9 10"` is the GPU issue's check (~8 minutes).
+#   9. (not by default) ember against PyTorch, alternating, 3 rounds, ResNet-50 224 batch 64: ember fp16 and
+#      bf16 in --layout nchw and nhwc, and TF32, with --profile 1 (launches and host waits per step); PyTorch
+#      AMP fp16 and bf16 in NCHW and channels_last, and TF32, with its peak memory. `PARTS="1 9 10"` is the
+#      GPU issue's check (~8 minutes).
 #  10. (not by default) the memory-bound kernels' GB/s against the datasheet bandwidth (kernel_lab at a
 #      ResNet-50 layer's size, f32 and f16; 16-byte packs, and one element off alignment), ~1 minute.
 # Each part has its own time limit; logs go to $OUT (default /tmp/gpu_check). PARTS="1 2" picks.
@@ -168,8 +169,11 @@ if wants 9; then
   }
   for round in 1 2 3; do
     for prec in fp16 bf16; do
-      echo "ember round $round $prec: $(timeout 60 build/train_resnet --benchmark 1 --gpus 0 $r50 --precision $prec \
-        --profile 1 2>&1 | tee -a "$OUT/bench.log" | grep -E "Median speed|Device work|rror" | tr '\n' ' ')"
+      for layout in nchw nhwc; do
+        echo "ember round $round $prec $layout: $(timeout 60 build/train_resnet --benchmark 1 --gpus 0 $r50 \
+          --precision $prec --layout $layout --profile 1 2>&1 | tee -a "$OUT/bench.log" \
+          | grep -E "Median speed|Device work|Peak device|rror" | tr '\n' ' ')"
+      done
       torch_run "resnet50-224 batch64 $prec amp"
       torch_run "resnet50-224 batch64 $prec amp channels_last"
     done

@@ -114,7 +114,7 @@ void validate(const Settings& s, const std::vector<std::string>& images) {
   EMBER_CHECK(s.batch_size > 0, "--batch-size must be positive");
   EMBER_CHECK(s.disp_batches > 0, "--disp-batches must be positive");
   EMBER_CHECK(s.threads >= 0, "--threads must be >= 0");
-  EMBER_CHECK(s.gpu.conv == "cudnn" || s.gpu.conv == "native", "unknown --conv '", s.gpu.conv, "' (native or cudnn)");
+  apps::validate_gpu_options(s.gpu, !s.gpus.empty());
   EMBER_CHECK(s.gpus.size() <= 1, "--gpus: predict runs on one GPU, got ", s.gpus.size());
   for (int g : s.gpus) EMBER_CHECK(g >= 0, "--gpus: device indices are >= 0, got ", g);
 }
@@ -380,6 +380,7 @@ int run(int argc, char** argv) {
   const double load_seconds = seconds_since(load_start);
   model.eval();
   model.to(device);
+  model.to_memory_format(apps::layout_format(s.gpu));
 
   const std::unique_ptr<data::RecordDataset> records = s.data_val.empty() ? nullptr : open_records(s, shape.num_classes);
   Context ctx{s, model, device, int(shape.in_channels), s.image_size, data::validation_resize(s.image_size, s.resize),

@@ -120,6 +120,7 @@ int run_benchmark(const TrainSettings& s, Device device, const DistRun& dist) {
   Generator gen(uint64_t(s.seed));
   net::ResNet model(cfg, gen);
   model.to(device);
+  model.to_memory_format(layout_format(s.gpu));
   std::FILE* out = dist.log;
   if (dist.env.world > 1 && s.dist.sync_bn)
     net::set_sync_batch_norm(model, net::dist::make_batch_norm_sync(*dist.comm));
@@ -288,6 +289,7 @@ int run_train_program(const TrainProgram& program, int argc, char** argv) {
     std::fprintf(out, "Loaded model from \"%s\"; resuming at Epoch[%d]\n", path.c_str(), s.load_epoch);
   }
   model.to(device);
+  model.to_memory_format(layout_format(s.gpu));
   const bool sync_bn = env.world > 1 && s.dist.sync_bn;
   if (sync_bn) net::set_sync_batch_norm(model, net::dist::make_batch_norm_sync(*dist.comm));
 

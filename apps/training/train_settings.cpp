@@ -126,6 +126,20 @@ void declare_gpu_flags(Flags& f, GpuOptions& g) {
         "shape is timed, so --cudnn-benchmark 1 times each shape once per machine (empty: none)");
   f.add("tf32", &g.tf32,
         "1: f32 convolutions (cuDNN) and GEMMs (cuBLAS) may round inputs to TF32 on tensor cores (sm 80+); 0: full f32");
+  f.add("layout", &g.layout,
+        "GPU activations and convolution weights: nchw, or nhwc (channels-last, what tensor cores read; checkpoints "
+        "stay NCHW either way). Default nchw: which is faster per precision is measured by scripts/gpu_check.sh");
+}
+
+void validate_gpu_options(const GpuOptions& g, bool on_gpu) {
+  EMBER_CHECK(g.conv == "cudnn" || g.conv == "native", "unknown --conv '", g.conv, "' (native or cudnn)");
+  EMBER_CHECK(g.layout == "nchw" || g.layout == "nhwc", "unknown --layout '", g.layout, "' (nchw or nhwc)");
+  EMBER_CHECK(g.layout == "nchw" || on_gpu,
+              "--layout nhwc is for GPUs (add --gpus); the CPU backend computes in NCHW and would only add conversions");
+}
+
+MemoryFormat layout_format(const GpuOptions& g) {
+  return g.layout == "nhwc" ? MemoryFormat::channels_last : MemoryFormat::contiguous;
 }
 
 Device open_gpu(int index, const GpuOptions& o, std::string* line) {
@@ -135,7 +149,8 @@ Device open_gpu(int index, const GpuOptions& o, std::string* line) {
   cuda::set_cudnn_deterministic(o.cudnn_deterministic);
   cuda::set_cudnn_algorithm_cache(o.cudnn_algo_cache);
   cuda::set_tf32(o.tf32);
-  *line = cat("device: cuda:", index, " ", cuda::device_name(index), ", --conv ", o.conv, ", --tf32 ", int(o.tf32));
+  *line = cat("device: cuda:", index, " ", cuda::device_name(index), ", --conv ", o.conv, ", --tf32 ", int(o.tf32),
+              ", --layout ", o.layout);
   return Device::cuda(index);
 #else
   (void)index, (void)o, (void)line;
@@ -221,7 +236,7 @@ void validate_train_settings(const TrainSettings& s) {
   EMBER_CHECK(s.load_epoch == 0 || !s.model_prefix.empty(), "--load-epoch needs --model-prefix");
   EMBER_CHECK(s.threads >= 0, "--threads must be >= 0");
   EMBER_CHECK(s.num_batches > 0, "--num-batches must be positive");
-  EMBER_CHECK(s.gpu.conv == "cudnn" || s.gpu.conv == "native", "unknown --conv '", s.gpu.conv, "' (native or cudnn)");
+  validate_gpu_options(s.gpu, !s.gpus.empty());
   EMBER_CHECK(s.data_nthreads >= 0, "--data-nthreads must be >= 0");
   EMBER_CHECK(s.precision == "fp32" || s.precision == "fp16" || s.precision == "bf16", "--precision '", s.precision,
               "': fp32, fp16 or bf16");

@@ -12,6 +12,7 @@
 #include "data/fashion_mnist.h"
 #include "engine/device.h"
 #include "engine/dtype.h"
+#include "engine/tensor.h"
 
 namespace ember::apps {
 
@@ -23,6 +24,7 @@ struct GpuOptions {
   bool cudnn_deterministic = false;  // prefer deterministic cuDNN algorithms (bit-for-bit runs)
   std::string cudnn_algo_cache;      // a file keeping cuDNN's algorithm choices across runs (empty: none)
   bool tf32 = true;                 // f32 convolutions and GEMMs on TF32 tensor cores, as PyTorch's convolutions
+  std::string layout = "nchw";      // nchw | nhwc: the activations' memory format on the GPU
 };
 
 struct TrainSettings {
@@ -93,8 +95,13 @@ struct TrainSettings {
   apps::DistSettings dist;
 };
 
-// Declares --conv, --cudnn-benchmark, --cudnn-deterministic, --cudnn-algo-cache and --tf32 (train_resnet, finetune_resnet, predict).
+// Declares --conv, --cudnn-benchmark, --cudnn-deterministic, --cudnn-algo-cache, --tf32 and --layout
+// (train_resnet, finetune_resnet, predict).
 void declare_gpu_flags(Flags& f, GpuOptions& g);
+// One-line errors for --conv and --layout (nhwc needs a GPU: on_gpu).
+void validate_gpu_options(const GpuOptions& g, bool on_gpu);
+// --layout as the model's memory format (Module::to_memory_format).
+MemoryFormat layout_format(const GpuOptions& g);
 // Declares every flag bound to s, grouped for --help.
 void declare_train_flags(Flags& f, TrainSettings& s);
 // One-line errors naming the flag.

@@ -1,6 +1,6 @@
 // cuda/cudnn/algorithm_cache_file.h — the text file behind
 // --cudnn-algo-cache: cuDNN's convolution algorithm choices, one line per
-// (direction, dtype, math, mode, geometry), written by one run and read by
+// (direction, dtype, math, mode, geometry, memory format), written by one run and read by
 // the next, so that a timed choice (--cudnn-benchmark 1) is paid for once
 // per machine, not once per run (what MXNet's autotune and TensorRT's timing
 // cache keep). The second line names the GPU and the cuDNN version the
@@ -8,10 +8,12 @@
 // replaces) a file made on another GPU or cuDNN. No cuDNN types here, so
 // the format is tested on machines without cuDNN.
 //
-//   ember cudnn algorithm cache 1
+//   ember cudnn algorithm cache 2
 //   device: NVIDIA H200 | cuDNN 91000
-//   0 2 1 1 0 64 3 224 224 64 7 7 2 2 3 3 -> 1 1605632 1
-//   ^ the 16 numbers of the key         ^ algorithm, workspace bytes, math type
+//   0 2 1 1 0 64 3 224 224 64 7 7 2 2 3 3 1 -> 1 1605632 1
+//   ^ the 17 numbers of the key           ^ algorithm, workspace bytes, math type
+// A file of the first format (16 numbers, no memory format) reads as one
+// from another device: ignored, then replaced.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -25,8 +27,9 @@
 namespace ember::cuda {
 
 // direction, dtype, math, benchmark, deterministic, N, C, H, W, K, R, S,
-// stride h, stride w, pad h, pad w (cudnn_conv.cu's Key, in that order)
-inline constexpr int kAlgorithmKeyFields = 16;
+// stride h, stride w, pad h, pad w, channels_last (cudnn_conv.cu's Key, in
+// that order)
+inline constexpr int kAlgorithmKeyFields = 17;
 
 struct AlgorithmRecord {
   std::array<int64_t, kAlgorithmKeyFields> key{};
@@ -38,7 +41,8 @@ struct AlgorithmCacheFile {
   std::vector<AlgorithmRecord> records;
 };
 
-inline constexpr const char* kAlgorithmCacheMagic = "ember cudnn algorithm cache 1";
+inline constexpr const char* kAlgorithmCacheMagic = "ember cudnn algorithm cache 2";
+inline constexpr const char* kAlgorithmCacheMagicV1 = "ember cudnn algorithm cache 1";
 
 inline std::string format_algorithm_cache(const AlgorithmCacheFile& f) {
   std::ostringstream out;
@@ -65,7 +69,9 @@ inline bool parse_int64(const std::string& word, int64_t& v) {
 inline AlgorithmCacheFile parse_algorithm_cache(const std::string& text, const std::string& path) {
   std::istringstream in(text);
   std::string line;
-  EMBER_CHECK(std::getline(in, line) && line == kAlgorithmCacheMagic, path, ":1: not an ember cuDNN algorithm cache (",
+  const bool first_line = bool(std::getline(in, line));
+  if (first_line && line == kAlgorithmCacheMagicV1) return AlgorithmCacheFile{"(an earlier format)", {}};
+  EMBER_CHECK(first_line && line == kAlgorithmCacheMagic, path, ":1: not an ember cuDNN algorithm cache (",
               "the first line must be '", kAlgorithmCacheMagic, "')");
   EMBER_CHECK(std::getline(in, line) && line.rfind("device: ", 0) == 0, path,
               ":2: expected 'device: <GPU> | cuDNN <version>'");

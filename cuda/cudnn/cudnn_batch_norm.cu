@@ -16,10 +16,13 @@ namespace ember::cuda {
 namespace {
 
 // The activation descriptor and the derived [1, C, 1, 1] parameter descriptor.
+// HW == 1 is how a channels-last activation arrives ([N*H*W, C, 1]): the same
+// memory as an NHWC [N*H*W, C, 1, 1], so cuDNN is told NHWC and may pick
+// its channels-last kernels.
 struct BnDescriptors {
   TensorDesc x, param;
   BnDescriptors(DType dt, int64_t N, int64_t C, int64_t HW, const char* kernel) {
-    x.nchw(cudnn_type(dt, kernel), N, C, HW, 1);
+    x.dense(HW == 1 ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, cudnn_type(dt, kernel), N, C, HW, 1);
     CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(param, x, CUDNN_BATCHNORM_SPATIAL));
   }
 };

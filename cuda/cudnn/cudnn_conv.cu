@@ -57,10 +57,10 @@ cudnnMathType_t allowed_math(DType dt) {
 }
 
 using Key = std::tuple<int, int, int, bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                       int64_t, int64_t, int64_t>;
+                       int64_t, int64_t, int64_t, bool>;
 Key key_of(Direction d, DType dt, const Conv2dGeometry& g) {
   return {int(d), int(dt), int(allowed_math(dt)), g_benchmark, g_deterministic, g.N, g.C, g.H, g.W, g.K, g.R, g.S,
-          g.stride_h, g.stride_w, g.pad_h, g.pad_w};
+          g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.channels_last};
 }
 
 struct Choice {
@@ -82,13 +82,13 @@ std::string device_label() {
   return cat(prop.name, " | cuDNN ", cudnnGetVersion());
 }
 
-// Key <-> the 16 numbers of a file record.
+// Key <-> the 17 numbers of a file record.
 std::array<int64_t, kAlgorithmKeyFields> key_fields(const Key& k) {
   return std::apply([](auto... v) { return std::array<int64_t, kAlgorithmKeyFields>{int64_t(v)...}; }, k);
 }
 Key key_from_fields(const std::array<int64_t, kAlgorithmKeyFields>& f) {
   return {int(f[0]),  int(f[1]), int(f[2]), f[3] != 0, f[4] != 0, f[5],  f[6],  f[7],
-          f[8],       f[9],      f[10],     f[11],     f[12],     f[13], f[14], f[15]};
+          f[8],       f[9],      f[10],     f[11],     f[12],     f[13], f[14], f[15], f[16] != 0};
 }
 
 // Whether a record names an algorithm and math type cuDNN has for its direction.
@@ -116,9 +116,10 @@ struct ConvDescriptors {
   ConvDesc conv;
   ConvDescriptors(DType dt, const Conv2dGeometry& g, const char* kernel) {
     const cudnnDataType_t t = cudnn_type(dt, kernel);
-    x.nchw(t, g.N, g.C, g.H, g.W);
-    y.nchw(t, g.N, g.K, g.P, g.Q);
-    w.kcrs(t, g.K, g.C, g.R, g.S);
+    const cudnnTensorFormat_t f = g.channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+    x.dense(f, t, g.N, g.C, g.H, g.W);
+    y.dense(f, t, g.N, g.K, g.P, g.Q);
+    w.dense(f, t, g.K, g.C, g.R, g.S);
     CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv, int(g.pad_h), int(g.pad_w), int(g.stride_h), int(g.stride_w), 1,
                                                 1, CUDNN_CROSS_CORRELATION, cudnn_compute_type(dt)));
     CUDNN_CHECK(cudnnSetConvolutionMathType(conv, allowed_math(dt)));

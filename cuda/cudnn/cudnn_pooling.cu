@@ -2,7 +2,7 @@
 // return the argmax (the argmax buffer is left untouched); its backward
 // finds each window's maximum again from x and y. The deterministic max mode
 // and NaN propagation match the native kernels' rules.
-//   x, gx: [N, C, H, W]   y, gy: [N, C, P, Q]
+//   x, gx: [N, C, H, W]   y, gy: [N, C, P, Q]   (channels_last: NHWC descriptors)
 #include "cuda/common.cuh"
 #include "cuda/cudnn/cudnn_common.h"
 #include "cuda/cudnn/cudnn_kernels.h"
@@ -15,8 +15,9 @@ struct PoolDescriptors {
   PoolDesc pool;
   PoolDescriptors(DType dt, const Pool2dGeometry& g, const char* kernel) {
     const cudnnDataType_t t = cudnn_type(dt, kernel);
-    x.nchw(t, g.N, g.C, g.H, g.W);
-    y.nchw(t, g.N, g.C, g.P, g.Q);
+    const cudnnTensorFormat_t f = g.channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+    x.dense(f, t, g.N, g.C, g.H, g.W);
+    y.dense(f, t, g.N, g.C, g.P, g.Q);
     CUDNN_CHECK(cudnnSetPooling2dDescriptor(pool, CUDNN_POOLING_MAX_DETERMINISTIC, CUDNN_PROPAGATE_NAN, int(g.R),
                                             int(g.S), int(g.pad_h), int(g.pad_w), int(g.stride_h), int(g.stride_w)));
   }

@@ -6,14 +6,15 @@
 // storage type T; parameters, statistics, coefficients and the arithmetic
 // are P = compute_t<T> (T itself for f32/f64, float for f16 and bf16).
 //
-// Layout x: [N, C, HW]; channel c holds M = N*HW values. Every reduction is
-// deterministic (no float atomics), in two steps of one kernel:
-//   1. partial sums: grid (C, G), block (c, g) sums a contiguous run of
-//      channel c's values (in double, thread-strided, then reduce.cuh's
-//      block_sum: shuffle trees of a fixed shape) into slot [c, g] of a
-//      scratch buffer. G > 1 only when a channel is long enough and there
-//      are too few channels to fill the GPU (ResNet's first layers: 64
-//      channels of N*112*112 values).
+// Layout x: [N, C, HW]; channel c holds M = N*HW values (a channels-last
+// activation comes as [N*H*W, C, 1]). Every reduction is deterministic (no
+// float atomics), in two steps of one kernel (batch_norm_sums.cuh):
+//   1. partial sums: block (c, g) sums a chunk of channel c's values (in
+//      double, in sums of a fixed shape) into slot [c, g] of a scratch
+//      buffer; with HW == 1 a block takes 32 channels of a chunk of rows, so
+//      that a warp's loads are consecutive. G > 1 only when a channel is
+//      long enough and there are too few channels to fill the GPU (ResNet's
+//      first layers: 64 channels of N*112*112 values).
 //   2. finalize: the last block to finish (an integer ticket counts the
 //      finished blocks) adds each channel's G partials in order, one thread
 //      per channel, and computes the statistics (and the running-average
@@ -38,131 +39,27 @@
 // value rounded to T (so the bits are those of batch norm then add_relu)
 // before the ReLU; backward, the partial sums store the masked gy, which is
 // r's gradient, and the gx pass reads it. The elementwise passes move
-// 16-byte packs (vector_loop.cuh) when HW is a multiple of the pack and
-// every operand is aligned, one channel lookup per pack.
+// 16-byte packs (vector_loop.cuh) when every operand is aligned and HW is a
+// multiple of the pack (one channel lookup per pack), or HW == 1 and C is
+// (a pack holds consecutive channels of one row).
 #include "cuda/common.cuh"
 
 #include <algorithm>
 #include <cmath>
-#include <initializer_list>
-#include <map>
-#include <mutex>
 
 #include "cuda/allocator.h"
-#include "cuda/kernels/fast_divmod.cuh"
 #include "cuda/cuda_kernels.h"
-#include "cuda/kernels/reduce.cuh"
+#include "cuda/kernels/batch_norm_sums.cuh"
+#include "cuda/kernels/fast_divmod.cuh"
 #include "cuda/kernels/vector_loop.cuh"
 
 namespace ember::cuda {
 namespace {
 
-constexpr unsigned kSumThreads = 256;      // threads per block of the partial sums (a multiple of 32)
 constexpr unsigned kChannelThreads = 256;  // threads per block of the inference coefficients kernel
 constexpr unsigned kApplyThreads = 256;    // threads per block of the elementwise passes
-constexpr int64_t kMinPerBlock = 1024;     // values per partial-sum block, at least
-constexpr int64_t kTargetBlocks = 264;     // split channels until about this many blocks
 
 // ---------------------------------------------------------------- kernels
-
-// Partial sums of channel c = blockIdx.x over values [g*chunk, (g+1)*chunk)
-// (g = blockIdx.y) of its N*HW, into pa/pb[c*G + g], and then, in the last
-// block to finish (tickets[0] counts the finished blocks and is left at 0
-// again), finalize(c, pa, pb, G) for every channel:
-//   kGrad = false:  pa = sum (x - shift), pb = sum (x - shift)^2, shift = x[0, c, 0]
-//   kGrad = true:   pa = sum gy,  pb = sum gy * (x - mean[c])  (x - mean in T)
-//   x, gy: [N, C, HW]   mean: [C]   pa, pb: [C, G]
-//   relu_y: [N, C, HW] or nullptr: gy counts only where relu_y > 0 (kGrad)
-//   masked_gy: [N, C, HW] or nullptr: receives that masked gy (kGrad with relu_y)
-// packed: each thread reads 16-byte packs (HW and chunk are multiples of the
-// pack and every operand is aligned, so a pack lies in one plane).
-template <typename T, bool kGrad, typename I, typename Finalize, typename P = compute_t<T>>
-__global__ void partial_sums_kernel(const T* x, const T* gy, const T* relu_y, T* masked_gy, const P* mean, int64_t N,
-                                    int64_t C, IndexDivisor<I> by_HW, int64_t chunk, bool packed, double* pa,
-                                    double* pb, unsigned* tickets, Finalize finalize) {
-  const int64_t HW = by_HW.value();
-  const int64_t c = blockIdx.x, g = blockIdx.y, G = gridDim.y, M = N * HW;
-  const int64_t begin = g * chunk, end = std::min(M, begin + chunk);
-  P center = P(0);  // the shift the sums are taken around
-  if constexpr (kGrad)
-    center = mean[c];
-  else if (M > 0)
-    center = to_compute(x[c * HW]);
-  double a = 0.0, b = 0.0;
-  // Adds one value to the sums: x's (forward), or the gradient's, masked by
-  // relu_y > 0 when relu_y is given, with x (backward); returns that gradient.
-  // The mask is a bit mask, not a branch: every lane makes the same accesses.
-  auto add_value = [&](T xv, T gv, T yv) {
-    if constexpr (kGrad) {
-      const T g = relu_y ? keep_or_zero(to_compute(yv) > P(0), gv) : gv;
-      const double gd = double(to_compute(g));
-      a += gd;
-      b += gd * double(to_compute(xv) - center);
-      return g;
-    } else {
-      const double d = double(to_compute(xv)) - double(center);
-      a += d;
-      b += d * d;
-      return xv;
-    }
-  };
-  if (packed) {
-    constexpr int K = kPackElements<T>;
-    EMBER_NO_UNROLL  // unrolled, nvcc would divide for the trip count (tests/cuda/test_cuda_ptx.cpp)
-    for (int64_t j = begin + int64_t(threadIdx.x) * K; j < end; j += int64_t(blockDim.x) * K) {
-      I n, hw;
-      by_HW.divmod(I(j), n, hw);
-      const int64_t at = (int64_t(n) * C + c) * HW + hw;
-      const Pack<T> xv = load_pack(x + at);
-      Pack<T> gv{}, yv{}, out;
-      if constexpr (kGrad) {
-        gv = load_pack(gy + at);
-        if (relu_y) yv = load_pack(relu_y + at);
-      }
-      EMBER_UNROLL
-      for (int k = 0; k < K; ++k) out.v[k] = add_value(xv.v[k], gv.v[k], yv.v[k]);
-      if (kGrad && masked_gy) store_pack(masked_gy + at, out);
-    }
-  } else {
-    EMBER_NO_UNROLL
-    for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
-      I n, hw;
-      by_HW.divmod(I(j), n, hw);
-      const int64_t at = (int64_t(n) * C + c) * HW + hw;
-      const T g = add_value(x[at], kGrad ? gy[at] : T{}, relu_y ? relu_y[at] : T{});
-      if (kGrad && masked_gy) masked_gy[at] = g;
-    }
-  }
-  a = block_sum(a);  // fixed-shape shuffle trees (reduce.cuh): deterministic
-  b = block_sum(b);
-  __shared__ unsigned finished_before;  // blocks that had finished before this one
-  if (threadIdx.x == 0) {
-    pa[c * G + g] = a;
-    pb[c * G + g] = b;
-    __threadfence();  // the partials are visible to every block before the ticket is
-    finished_before = atomicAdd(tickets, 1u);
-  }
-  __syncthreads();
-  const unsigned blocks = gridDim.x * gridDim.y;
-  if (finished_before != blocks - 1) return;
-  // The last block: every partial is written. Each channel adds its G
-  // partials in order, so the result does not depend on which block is last.
-  __threadfence();
-  EMBER_NO_UNROLL
-  for (int64_t ch = threadIdx.x; ch < C; ch += blockDim.x) finalize(ch, pa, pb, G);
-  if (threadIdx.x == 0) *tickets = 0u;  // ready for the next launch on this stream
-}
-
-// Channel c's two sums from its G partials, in order. The partials were
-// written by other blocks of this launch: read past the L1 cache (__ldcg).
-__device__ __forceinline__ void add_partials(int64_t c, const double* pa, const double* pb, int64_t G, double& s1,
-                                             double& s2) {
-  s1 = 0.0, s2 = 0.0;
-  for (int64_t g = 0; g < G; ++g) {
-    s1 += __ldcg(pa + c * G + g);
-    s2 += __ldcg(pb + c * G + g);
-  }
-}
 
 // Training forward, channel c: statistics from the partials, save_mean/
 // save_invstd, the running averages, and coef = [mean | gamma*invstd | beta].
@@ -219,6 +116,27 @@ __device__ __forceinline__ I channel_of(int64_t i, const IndexDivisor<I>& by_HW,
   return c;
 }
 
+// The coefficients of one pack's K elements from a [C] row of coef: one
+// channel's (planes: the same for every element, one load), or, in the rows
+// layout, K consecutive channels' (c a multiple of K: 16-byte packs of P).
+template <int K, typename P, typename I>
+__device__ __forceinline__ void pack_coefficients(const P* row, I c, bool rows, P (&out)[K]) {
+  if (!rows) {
+    const P v = row[c];
+    EMBER_UNROLL
+    for (int k = 0; k < K; ++k) out[k] = v;
+    return;
+  }
+  constexpr int KP = kPackElements<P>;
+  static_assert(K % KP == 0, "a pack of T covers whole packs of its coefficients");
+  EMBER_UNROLL
+  for (int j = 0; j < K; j += KP) {
+    const Pack<P> v = load_pack(row + c + j);
+    EMBER_UNROLL
+    for (int i = 0; i < KP; ++i) out[j + i] = v.v[i];
+  }
+}
+
 // One output of the forward's elementwise pass: v = (x - mean) * scale + shift;
 // with a residual, v rounded to T (batch norm's own output) plus r; then
 // max(v, 0) when kRelu (NaN stays NaN).
@@ -230,24 +148,30 @@ __device__ __forceinline__ T forward_output(T x, bool has_residual, T r, P mean,
 }
 
 // y = (x - coef[0, c]) * coef[1, c] + coef[2, c], plus r when r is given,
-// then max(y, 0) when kRelu. packs > 0: 16-byte packs (vector_loop.cuh) of
-// one channel each (HW is a multiple of the pack, every operand aligned),
-// the channel found once per pack; else element by element.
+// then max(y, 0) when kRelu. packs > 0: 16-byte packs (vector_loop.cuh),
+// each of one channel (HW a multiple of the pack: the channel found once
+// per pack) or, in the rows layout (HW == 1), of K consecutive channels;
+// else element by element.
 //   x, r, y: [N, C, HW]  coef: [3, C]
 template <typename T, typename I, bool kRelu, typename P = compute_t<T>>
 __global__ void forward_apply_kernel(const T* x, const T* r, T* y, const P* coef, int64_t total, int64_t packs,
                                      IndexDivisor<I> by_HW, IndexDivisor<I> by_C) {
   const int64_t C = by_C.value();
+  const bool rows = by_HW.value() == 1;  // a pack holds K consecutive channels
   constexpr int K = kPackElements<T>;
   EMBER_NO_UNROLL
   for (int64_t p = grid_thread_index(); p < packs; p += grid_thread_count()) {
     const I c = channel_of(p * K, by_HW, by_C);
-    const P mean = coef[c], scale = coef[C + c], shift = coef[2 * C + c];
+    P mean[K], scale[K], shift[K];
+    pack_coefficients(coef, c, rows, mean);
+    pack_coefficients(coef + C, c, rows, scale);
+    pack_coefficients(coef + 2 * C, c, rows, shift);
     const Pack<T> xv = load_pack(x + p * K);
     const Pack<T> rv = r ? load_pack(r + p * K) : Pack<T>{};
     Pack<T> out;
     EMBER_UNROLL
-    for (int k = 0; k < K; ++k) out.v[k] = forward_output<T, kRelu>(xv.v[k], r != nullptr, rv.v[k], mean, scale, shift);
+    for (int k = 0; k < K; ++k)
+      out.v[k] = forward_output<T, kRelu>(xv.v[k], r != nullptr, rv.v[k], mean[k], scale[k], shift[k]);
     store_pack(y + p * K, out);
   }
   if (packs > 0) return;
@@ -304,18 +228,23 @@ template <typename T, bool kTrain, typename I, typename P = compute_t<T>>
 __global__ void backward_apply_kernel(const T* x, const T* gy, const T* relu_y, T* gx, const P* coef, int64_t total,
                                       int64_t packs, IndexDivisor<I> by_HW, IndexDivisor<I> by_C) {
   const int64_t C = by_C.value();
+  const bool rows = by_HW.value() == 1;  // as forward_apply_kernel's
   constexpr int K = kPackElements<T>;
   EMBER_NO_UNROLL
   for (int64_t p = grid_thread_index(); p < packs; p += grid_thread_count()) {
     const I c = channel_of(p * K, by_HW, by_C);
-    const P mean = coef[c], A = coef[C + c], B = coef[2 * C + c], D = coef[3 * C + c];
+    P mean[K], A[K], B[K], D[K];
+    pack_coefficients(coef, c, rows, mean);
+    pack_coefficients(coef + C, c, rows, A);
+    pack_coefficients(coef + 2 * C, c, rows, B);
+    pack_coefficients(coef + 3 * C, c, rows, D);
     const Pack<T> xv = kTrain ? load_pack(x + p * K) : Pack<T>{};
     const Pack<T> gv = load_pack(gy + p * K);
     const Pack<T> yv = relu_y ? load_pack(relu_y + p * K) : Pack<T>{};
     Pack<T> out;
     EMBER_UNROLL
     for (int k = 0; k < K; ++k)
-      out.v[k] = backward_output<T, kTrain>(xv.v[k], gv.v[k], relu_y != nullptr, yv.v[k], mean, A, B, D);
+      out.v[k] = backward_output<T, kTrain>(xv.v[k], gv.v[k], relu_y != nullptr, yv.v[k], mean[k], A[k], B[k], D[k]);
     store_pack(gx + p * K, out);
   }
   if (packs > 0) return;
@@ -329,80 +258,13 @@ __global__ void backward_apply_kernel(const T* x, const T* gy, const T* relu_y, 
 
 // -------------------------------------------------------------- launchers
 
-// Blocks per channel of the partial sums, and the values each one takes.
-struct Split {
-  int64_t G, chunk;
-};
-// chunk is a multiple of `multiple` (the pack, when the sums read packs).
-Split split_channels(int64_t C, int64_t M, int64_t multiple = 1) {
-  int64_t G = std::min((M + kMinPerBlock - 1) / kMinPerBlock, (kTargetBlocks + C - 1) / C);
-  G = std::clamp<int64_t>(G, 1, 65535);
-  int64_t chunk = std::max<int64_t>(1, (M + G - 1) / G);
-  chunk = (chunk + multiple - 1) / multiple * multiple;
-  return Split{std::max<int64_t>(1, (M + chunk - 1) / chunk), chunk};
-}
-
-// The elementwise passes' 16-byte packs: total / K when each pack lies in
-// one channel (HW a multiple of K) and every operand is aligned, else 0.
-template <typename T>
-int64_t apply_packs(int64_t total, int64_t HW, std::initializer_list<const void*> operands) {
-  constexpr int64_t K = kPackElements<T>;
-  if (HW % K != 0) return 0;
-  for (const void* p : operands)
-    if (p && !is_aligned16(p)) return 0;
-  return total / K;
-}
-
-// The ticket counter of the partial-sums kernels on the current device:
-// zero between launches (the last block resets it). One per device is
-// enough because all of a device's work is queued on one stream
-// (cuda/allocator.h), so two of these kernels never run at once. Made on
-// first use (4 bytes of the caching allocator, zeroed on `stream`) and kept
-// for the life of the process.
-unsigned* finalize_tickets(cudaStream_t stream) {
-  int device = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  thread_local int last_device = -1;  // every batch-norm launch asks: no lock after the first
-  thread_local unsigned* last = nullptr;
-  if (device == last_device) return last;
-  static std::mutex mutex;
-  static std::map<int, unsigned*> by_device;
-  const std::lock_guard<std::mutex> lock(mutex);
-  unsigned*& tickets = by_device[device];
-  if (!tickets) {
-    tickets = static_cast<unsigned*>(device_allocate(sizeof(unsigned)));
-    CUDA_CHECK(cudaMemsetAsync(tickets, 0, sizeof(unsigned), stream));
-  }
-  last_device = device;
-  last = tickets;
-  return tickets;
-}
-
-// Partial sums of every channel into `part` ([2, C, G] doubles), then
-// finalize for every channel in the same launch.
-template <typename T, bool kGrad, typename Finalize>
-void partial_sums(const T* x, const T* gy, const T* relu_y, T* masked_gy, const compute_t<T>* mean, int64_t N,
-                  int64_t C, int64_t HW, const Split& sp, double* part, const Finalize& finalize,
-                  cudaStream_t stream) {
-  EMBER_CHECK(C <= 0x7fffffff && C * sp.G <= 0xffffffff, "cuda batch norm: too many channels (", C, ")");
-  unsigned* tickets = finalize_tickets(stream);
-  const bool packed =
-      sp.chunk % kPackElements<T> == 0 && apply_packs<T>(N * C * HW, HW, {x, gy, relu_y, masked_gy}) > 0;
-  with_index_type(N * HW, [&](auto i) {
-    using I = decltype(i);
-    launch(partial_sums_kernel<T, kGrad, I, Finalize>, dim3(unsigned(C), unsigned(sp.G)), dim3(kSumThreads), 0,
-           stream, x, gy, relu_y, masked_gy, mean, N, C, IndexDivisor<I>(HW), sp.chunk, packed, part,
-           part + C * sp.G, tickets, finalize);
-  });
-}
-
 // y = the forward's affine map of x (plus r when given; then max(., 0) when
 // relu), over `total` = N*C*HW elements.
 template <typename T, typename P = compute_t<T>>
 void forward_apply(const T* x, const T* r, T* y, const P* coef, int64_t total, int64_t C, int64_t HW, bool relu,
                    cudaStream_t stream) {
   if (total <= 0) return;
-  const int64_t packs = apply_packs<T>(total, HW, {x, r, y});
+  const int64_t packs = apply_packs<T>(total, C, HW, {x, r, y});
   with_index_type(total, [&](auto i) {
     using I = decltype(i);
     launch(relu ? forward_apply_kernel<T, I, true> : forward_apply_kernel<T, I, false>,
@@ -422,7 +284,7 @@ void forward_train(const char* name, DType dt, const void* x, const void* r, con
     if (C <= 0) return;
     const cudaStream_t s = as_cuda_stream(stream);
     const T* px = static_cast<const T*>(x);
-    const Split sp = split_channels(C, N * HW, HW % kPackElements<T> == 0 ? kPackElements<T> : 1);
+    const Split sp = split_for<T>(N, C, HW);
     DeviceBuffer part(size_t(2 * C * sp.G) * sizeof(double));
     DeviceBuffer coef(size_t(3 * C) * sizeof(P));
     const ForwardFinalize<T> finalize{px,
@@ -501,7 +363,7 @@ void batch_norm_backward(const T* x, const T* gy, const T* relu_y, T* masked_gy,
                          const P* stat, double eps, T* gx, P* ggamma, P* gbeta, int64_t N, int64_t C, int64_t HW,
                          cudaStream_t s) {
   if (C <= 0) return;
-  const Split sp = split_channels(C, N * HW, HW % kPackElements<T> == 0 ? kPackElements<T> : 1);
+  const Split sp = split_for<T>(N, C, HW);
   DeviceBuffer part(size_t(2 * C * sp.G) * sizeof(double));
   DeviceBuffer coef(size_t(4 * C) * sizeof(P));
   const BackwardFinalize<P, kTrain> finalize{gamma, mean, stat, ggamma, gbeta, coef.as<P>(), N * HW, C, eps};
@@ -511,7 +373,7 @@ void batch_norm_backward(const T* x, const T* gy, const T* relu_y, T* masked_gy,
     relu_y = nullptr;
   }
   const int64_t total = N * C * HW;
-  const int64_t packs = apply_packs<T>(total, HW, {kTrain ? x : nullptr, gy, relu_y, gx});
+  const int64_t packs = apply_packs<T>(total, C, HW, {kTrain ? x : nullptr, gy, relu_y, gx});
   if (total > 0)
     with_index_type(total, [&](auto i) {
       using I = decltype(i);

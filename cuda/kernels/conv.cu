@@ -64,16 +64,24 @@ constexpr int kMaxSplits = 64;
 
 // im2col entry (row crs = (c*R + r)*S + s, column pq = p*Q + q) of image n.
 //   x: [N, C, H, W]
+// Channels-last: row crs = (r*S + s)*C + c and x: [N, H, W, C].
 // (storage T, returned in compute_t<T>)
 template <typename T, typename I>
 __device__ __forceinline__ compute_t<T> im2col_value(const T* x, const ConvDims<I>& d, I n, I crs, I pq) {
-  I cr, s, c, r, p, q;
-  d.by_S.divmod(crs, cr, s);
-  d.by_R.divmod(cr, c, r);
+  I c, r, s, p, q;
+  if (d.channels_last) {
+    I rs;
+    d.by_C.divmod(crs, rs, c);
+    d.by_S.divmod(rs, r, s);
+  } else {
+    I cr;
+    d.by_S.divmod(crs, cr, s);
+    d.by_R.divmod(cr, c, r);
+  }
   d.by_Q.divmod(pq, p, q);
   const I h = p * d.sh - d.ph + r, w = q * d.sw - d.pw + s;
-  return (h >= 0 && h < d.H && w >= 0 && w < d.W) ? to_compute(x[((n * d.C + c) * d.H + h) * d.W + w])
-                                                  : compute_t<T>(0);
+  if (h < 0 || h >= d.H || w < 0 || w >= d.W) return compute_t<T>(0);
+  return to_compute(x[d.channels_last ? ((n * d.H + h) * d.W + w) * d.C + c : ((n * d.C + c) * d.H + h) * d.W + w]);
 }
 
 // ---------------------------------------------------------------- kernels
@@ -147,13 +155,16 @@ struct ForwardB {
 // A(row, n*plane + i) = x[n, row, i]: a [N, channels, plane] tensor read as
 // the [channels, N*plane] matrix (the operand counterpart of StorePlanes).
 //   backward filter  A(k, n*PQ + pq) = gy[n, k, pq]     gy: [N, K, P*Q]
+// Channels-last: x is [N, plane, channels], so A(row, col) = x[col * channels + row].
 template <typename T, typename I>
 struct LoadPlanes {
   const T* x;
   I channels;
   IndexDivisor<I> plane;
+  bool channels_last;
   static constexpr bool kKFastest = true;  // consecutive n*plane + i run along i
   __device__ __forceinline__ compute_t<T> operator()(int64_t row, int64_t col) const {
+    if (channels_last) return to_compute(x[I(col) * channels + I(row)]);
     I n, i;
     plane.divmod(I(col), n, i);
     return to_compute(x[(n * channels + I(row)) * plane.value() + i]);
@@ -181,6 +192,7 @@ struct DataPhase {
   I Ra, Sb;     // its taps
   I ea, eb;     // p = hi - ri + ea, q = wi - si + eb
   IndexDivisor<I> by_Sb, by_Ra, by_Wb, by_Ha;
+  bool channels_last;  // w: [K, R, S, C], gy: [N, P, Q, K], gx: [N, H, W, C]
 };
 
 template <typename I>
@@ -193,7 +205,7 @@ DataPhase<I> data_phase(const Conv2dGeometry& g, int64_t a, int64_t b) {
   DataPhase<I> d{I(g.C), I(g.K), I(g.R), I(g.S), I(g.H), I(g.W), I(g.P), I(g.Q), I(g.stride_h), I(g.stride_w),
                  I(a), I(b), I(h0), I(w0), I(Ha), I(Wb), I(Ra), I(Sb),
                  I((h0 + g.pad_h - a) / g.stride_h), I((w0 + g.pad_w - b) / g.stride_w),
-                 IndexDivisor<I>(Sb), IndexDivisor<I>(Ra), IndexDivisor<I>(Wb), IndexDivisor<I>(Ha)};
+                 IndexDivisor<I>(Sb), IndexDivisor<I>(Ra), IndexDivisor<I>(Wb), IndexDivisor<I>(Ha), g.channels_last};
   return d;
 }
 
@@ -208,7 +220,7 @@ struct PhaseWeights {
     d.by_Sb.divmod(I(col), kr, si);
     d.by_Ra.divmod(kr, k, ri);
     const I r = d.a + ri * d.sh, s = d.b + si * d.sw;
-    return to_compute(w[((k * d.C + I(c)) * d.R + r) * d.S + s]);
+    return to_compute(w[d.channels_last ? ((k * d.R + r) * d.S + s) * d.C + I(c) : ((k * d.C + I(c)) * d.R + r) * d.S + s]);
   }
 };
 
@@ -226,8 +238,8 @@ struct PhaseGradient {
     d.by_Wb.divmod(I(col), nh, wi);
     d.by_Ha.divmod(nh, n, hi);
     const I p = hi - ri + d.ea, q = wi - si + d.eb;
-    return (p >= 0 && p < d.P && q >= 0 && q < d.Q) ? to_compute(gy[((n * d.K + k) * d.P + p) * d.Q + q])
-                                                    : compute_t<T>(0);
+    if (p < 0 || p >= d.P || q < 0 || q >= d.Q) return compute_t<T>(0);
+    return to_compute(gy[d.channels_last ? ((n * d.P + p) * d.Q + q) * d.K + k : ((n * d.K + k) * d.P + p) * d.Q + q]);
   }
 };
 
@@ -240,7 +252,9 @@ struct PhaseStore {
     I nh, wi, n, hi;
     d.by_Wb.divmod(I(col), nh, wi);
     d.by_Ha.divmod(nh, n, hi);
-    gx[((n * d.C + I(c)) * d.H + d.h0 + hi * d.sh) * d.W + d.w0 + wi * d.sw] = to_storage<T>(acc);
+    const I h = d.h0 + hi * d.sh, w = d.w0 + wi * d.sw;
+    gx[d.channels_last ? ((n * d.H + h) * d.W + w) * d.C + I(c) : ((n * d.C + I(c)) * d.H + h) * d.W + w] =
+        to_storage<T>(acc);
   }
 };
 
@@ -286,7 +300,7 @@ void backward_filter_tiles(const Conv2dGeometry& g, const T* x, const T* gy, T* 
   using Acc = compute_t<T>;
   const int64_t M = g.K, N = g.col_rows(), Kdim = g.N * g.P * g.Q;
   const ConvDims<I> d = dims_of<I>(g);
-  const LoadPlanes<T, I> load_a{gy, I(g.K), IndexDivisor<I>(g.P * g.Q)};
+  const LoadPlanes<T, I> load_a{gy, I(g.K), IndexDivisor<I>(g.P * g.Q), g.channels_last};
   const BackwardFilterB<T, I> load_b{x, d};
   const int64_t tiles = ((M + Cfg::BM - 1) / Cfg::BM) * ((N + Cfg::BN - 1) / Cfg::BN);
   int64_t splits = 1;
@@ -312,6 +326,7 @@ void backward_filter_tiles(const Conv2dGeometry& g, const T* x, const T* gy, T* 
 }  // namespace
 
 void im2col(DType dt, const Conv2dGeometry& g, const void* x, void* col, Stream stream) {
+  EMBER_CHECK(!g.channels_last, "cuda im2col: one NCHW image only, not a channels_last geometry");
   const int64_t total = g.col_rows() * g.col_cols();
   dispatch_conv(dt, std::max(total, g.C * g.H * g.W), "im2col", [&](auto t, auto i) {
     using T = decltype(t);
@@ -323,6 +338,7 @@ void im2col(DType dt, const Conv2dGeometry& g, const void* x, void* col, Stream 
 }
 
 void col2im(DType dt, const Conv2dGeometry& g, const void* col, void* x, Stream stream) {
+  EMBER_CHECK(!g.channels_last, "cuda col2im: one NCHW image only, not a channels_last geometry");
   const int64_t total = g.C * g.H * g.W;
   dispatch_conv(dt, std::max(total, g.col_rows() * g.col_cols()), "col2im", [&](auto t, auto i) {
     using T = decltype(t);
@@ -340,7 +356,7 @@ void conv2d_forward(DType dt, const Conv2dGeometry& g, const void* x, const void
     launch_gemm_auto<T>(g.K, g.N * g.P * g.Q, g.col_rows(),
                         MatrixA<T, false>{static_cast<const T*>(w), g.col_rows()},
                         ForwardB<T, I>{static_cast<const T*>(x), dims_of<I>(g)},
-                        StorePlanes<T, I>{static_cast<T*>(y), I(g.K), IndexDivisor<I>(g.P * g.Q)},
+                        StorePlanes<T, I>{static_cast<T*>(y), I(g.K), IndexDivisor<I>(g.P * g.Q), g.channels_last},
                         as_cuda_stream(stream));
   });
 }

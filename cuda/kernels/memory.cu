@@ -1,6 +1,7 @@
 // cuda/kernels/memory.cu — the CUDA kernels that only move or convert values:
-// fill (every dtype), cast (between f32, f64, f16 and bf16) and copy_2d (a
-// strided block of any dtype: ops::concat and its backward).
+// fill (every dtype), cast (between f32, f64, f16 and bf16), copy_2d (a
+// strided block of any dtype: ops::concat and its backward) and
+// transpose_batched (the NCHW <-> NHWC conversion of ops::to_memory_format).
 //
 // Each is one grid-stride pass over its elements. They give the same bits as
 // ops/cpu/memory_kernels.cpp:
@@ -12,6 +13,7 @@
 //   CPU uses the same trick); f16/bf16 -> f32/f64 and f32 -> f64 are exact,
 //   every other cast rounds to nearest even once (f16 <-> bf16 through f32).
 // A cast to the same dtype is a device-to-device copy on the stream.
+#include <algorithm>
 #include <cstring>
 
 #include "cuda/common.cuh"
@@ -67,6 +69,33 @@ __global__ void copy_2d_kernel(const T* __restrict__ x, int64_t ldx, T* __restri
     by_cols.divmod(I(i), r, c);
     y[r * ldy + c] = x[r * ldx + c];
   }
+}
+
+// y[b, j, i] = x[b, i, j]; T as in copy_2d. A 32x32 tile goes through shared
+// memory (padded against bank conflicts) so that both the reads and the
+// writes of a warp are consecutive; blocks stride over tiles and batches.
+//   x: [batch, rows, cols]   y: [batch, cols, rows]   block: 32 x 8 threads
+constexpr int kTransposeTile = 32, kTransposeRows = 8;
+template <typename T>
+__global__ void transpose_batched_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t batch, int64_t rows,
+                                         int64_t cols) {
+  __shared__ T tile[kTransposeTile][kTransposeTile + 1];
+  const int64_t row_tiles = (rows + kTransposeTile - 1) / kTransposeTile;
+  const int64_t col_tiles = (cols + kTransposeTile - 1) / kTransposeTile;
+  const int tx = int(threadIdx.x), ty = int(threadIdx.y);
+  for (int64_t b = blockIdx.z; b < batch; b += gridDim.z)
+    for (int64_t rt = blockIdx.y; rt < row_tiles; rt += gridDim.y)
+      for (int64_t ct = blockIdx.x; ct < col_tiles; ct += gridDim.x) {
+        const T* in = x + b * rows * cols;
+        T* out = y + b * rows * cols;
+        const int64_t i0 = rt * kTransposeTile, j0 = ct * kTransposeTile;
+        for (int k = ty; k < kTransposeTile; k += kTransposeRows)
+          if (i0 + k < rows && j0 + tx < cols) tile[k][tx] = in[(i0 + k) * cols + j0 + tx];
+        __syncthreads();
+        for (int k = ty; k < kTransposeTile; k += kTransposeRows)
+          if (j0 + k < cols && i0 + tx < rows) out[(j0 + k) * rows + i0 + tx] = tile[tx][k];
+        __syncthreads();
+      }
 }
 
 template <typename T>
@@ -141,6 +170,31 @@ void copy_2d(DType dt, const void* x, int64_t ldx, void* y, int64_t ldy, int64_t
     case 8: return run(uint64_t{});
   }
   fail(cat("cuda copy_2d: unsupported dtype ", dtype_name(dt)));
+}
+
+// y[b, j, i] = x[b, i, j], the bits of any dtype      x: [batch, rows, cols]  y: [batch, cols, rows]
+void transpose_batched(DType dt, const void* x, void* y, int64_t batch, int64_t rows, int64_t cols, Stream stream) {
+  EMBER_CHECK(batch >= 0 && rows >= 0 && cols >= 0, "cuda transpose_batched: negative size ", batch, "x", rows, "x",
+              cols);
+  if (batch == 0 || rows == 0 || cols == 0) return;
+  const int64_t row_tiles = (rows + kTransposeTile - 1) / kTransposeTile;
+  const int64_t col_tiles = (cols + kTransposeTile - 1) / kTransposeTile;
+  const dim3 grid(unsigned(std::min<int64_t>(col_tiles, 65535)), unsigned(std::min<int64_t>(row_tiles, 65535)),
+                  unsigned(std::min<int64_t>(batch, 65535)));
+  const dim3 block(kTransposeTile, kTransposeRows);
+  const cudaStream_t s = as_cuda_stream(stream);
+  auto run = [&](auto bits) {
+    using T = decltype(bits);
+    launch(transpose_batched_kernel<T>, grid, block, 0, s, static_cast<const T*>(x), static_cast<T*>(y), batch,
+           rows, cols);
+  };
+  switch (dtype_size(dt)) {
+    case 1: return run(uint8_t{});
+    case 2: return run(uint16_t{});
+    case 4: return run(uint32_t{});
+    case 8: return run(uint64_t{});
+  }
+  fail(cat("cuda transpose_batched: unsupported dtype ", dtype_name(dt)));
 }
 
 }  // namespace ember::cuda

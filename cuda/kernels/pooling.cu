@@ -30,9 +30,10 @@ constexpr unsigned kPoolThreads = 256;  // threads per block of every pooling ke
 // The divisors of one pooling: by_a, by_b are the two inner extents of the
 // plane a kernel walks (Q and P, W and H, OW and OH); by_u, by_v the
 // strides (max pooling) or the other plane's extents (adaptive bins).
+// by_c divides by C for channels-last max pooling.
 template <typename I>
 struct PoolDivisors {
-  IndexDivisor<I> by_a, by_b, by_u, by_v;
+  IndexDivisor<I> by_a, by_b, by_u, by_v, by_c;
 };
 
 // PyTorch's adaptive bin [start, end) of output i of `out` over `in` (by_out divides by out).
@@ -52,15 +53,27 @@ __device__ __forceinline__ int64_t bin_end(I i, I in, const IndexDivisor<I>& by_
 // ---------------------------------------------------------------- kernels
 
 // y, argmax[plane, p, q] = max of x[plane] over the window of (p, q)
-//   x: [N*C, H, W]   y, argmax: [N*C, P, Q]     by: Q, P
+//   x: [N*C, H, W]   y, argmax: [N*C, P, Q]     by: Q, P (and C)
+// Channels-last: x: [N, H, W, C], y, argmax: [N, P, Q, C]; thread i still
+// takes output element i, and the pixels of its plane lie C apart.
 template <typename T, typename I>
 __global__ void max_pool_forward_kernel(Pool2dGeometry g, PoolDivisors<I> by, const T* x, T* y, int32_t* argmax) {
   const int64_t total = g.N * g.C * g.P * g.Q;
   for (int64_t i = grid_thread_index(); i < total; i += grid_thread_count()) {
-    I plane_p, q, plane, p;
-    by.by_a.divmod(I(i), plane_p, q);
-    by.by_b.divmod(plane_p, plane, p);
-    const T* xp = x + int64_t(plane) * g.H * g.W;
+    I q, p, rest;
+    int64_t base, pixel;  // plane (n, c)'s pixel (h, w) is x[base + (h*W + w) * pixel]
+    if (g.channels_last) {
+      I npq, c, np, n;
+      by.by_c.divmod(I(i), npq, c);
+      by.by_a.divmod(npq, np, q);
+      by.by_b.divmod(np, n, p);
+      base = int64_t(n) * g.H * g.W * g.C + c, pixel = g.C;
+    } else {
+      by.by_a.divmod(I(i), rest, q);
+      by.by_b.divmod(rest, rest, p);
+      base = int64_t(rest) * g.H * g.W, pixel = 1;
+    }
+    const T* xp = x + base;
     const int64_t h0 = std::max<int64_t>(0, p * g.stride_h - g.pad_h);
     const int64_t h1 = std::min(g.H, p * g.stride_h - g.pad_h + g.R);
     const int64_t w0 = std::max<int64_t>(0, q * g.stride_w - g.pad_w);
@@ -70,7 +83,7 @@ __global__ void max_pool_forward_kernel(Pool2dGeometry g, PoolDivisors<I> by, co
     int64_t where = -1;
     for (int64_t h = h0; h < h1; ++h)
       for (int64_t w = w0; w < w1; ++w) {
-        const Acc v = to_compute(xp[h * g.W + w]);
+        const Acc v = to_compute(xp[(h * g.W + w) * pixel]);
         // v != v: v is NaN (a NaN wins, and the first NaN stays)
         if (where < 0 || v > best || (v != v && best == best)) {
           best = v;
@@ -84,15 +97,26 @@ __global__ void max_pool_forward_kernel(Pool2dGeometry g, PoolDivisors<I> by, co
 
 // gx[plane, h, w] = sum of gy[plane, p, q] over the windows (p, q) containing
 // (h, w) whose argmax is h*W + w     gy, argmax: [N*C, P, Q]   gx: [N*C, H, W]
-//   by: W, H, stride_h, stride_w
+//   by: W, H, stride_h, stride_w (and C)
+// Channels-last: gy, argmax: [N, P, Q, C], gx: [N, H, W, C].
 template <typename T, typename I>
 __global__ void max_pool_backward_kernel(Pool2dGeometry g, PoolDivisors<I> by, const T* gy, const int32_t* argmax,
                                          T* gx) {
   const int64_t total = g.N * g.C * g.H * g.W;
   for (int64_t i = grid_thread_index(); i < total; i += grid_thread_count()) {
-    I plane_h, w, plane, h;
-    by.by_a.divmod(I(i), plane_h, w);
-    by.by_b.divmod(plane_h, plane, h);
+    I w, h, rest;
+    int64_t base, pixel;  // plane (n, c)'s output (p, q) is gy[base + (p*Q + q) * pixel]
+    if (g.channels_last) {
+      I nhw, c, nh, n;
+      by.by_c.divmod(I(i), nhw, c);
+      by.by_a.divmod(nhw, nh, w);
+      by.by_b.divmod(nh, n, h);
+      base = int64_t(n) * g.P * g.Q * g.C + c, pixel = g.C;
+    } else {
+      by.by_a.divmod(I(i), rest, w);
+      by.by_b.divmod(rest, rest, h);
+      base = int64_t(rest) * g.P * g.Q, pixel = 1;
+    }
     // windows p with p*sh - ph <= h <= p*sh - ph + R - 1, inside [0, P)
     const I hh = h + I(g.pad_h), ww = w + I(g.pad_w);
     I hq, wq, lo, rem;
@@ -109,12 +133,12 @@ __global__ void max_pool_backward_kernel(Pool2dGeometry g, PoolDivisors<I> by, c
     }
     const int64_t p1 = std::min<int64_t>(g.P - 1, hq), q1 = std::min<int64_t>(g.Q - 1, wq);
     const int32_t me = int32_t(int64_t(h) * g.W + w);
-    const T* gyp = gy + int64_t(plane) * g.P * g.Q;
-    const int32_t* ap = argmax + int64_t(plane) * g.P * g.Q;
+    const T* gyp = gy + base;
+    const int32_t* ap = argmax + base;
     compute_t<T> sum = 0;
     for (int64_t p = p0; p <= p1; ++p)
       for (int64_t q = q0; q <= q1; ++q)
-        if (ap[p * g.Q + q] == me) sum += to_compute(gyp[p * g.Q + q]);
+        if (ap[(p * g.Q + q) * pixel] == me) sum += to_compute(gyp[(p * g.Q + q) * pixel]);
     gx[i] = to_storage<T>(sum);
   }
 }
@@ -188,7 +212,7 @@ void max_pool2d_forward(DType dt, const Pool2dGeometry& g, const void* x, void* 
     if (total <= 0) return;
     with_index_type(std::max(total, g.N * g.C * g.H * g.W), [&](auto index) {
       using I = decltype(index);
-      const PoolDivisors<I> by{IndexDivisor<I>(g.Q), IndexDivisor<I>(g.P), {}, {}};
+      const PoolDivisors<I> by{IndexDivisor<I>(g.Q), IndexDivisor<I>(g.P), {}, {}, IndexDivisor<I>(g.C)};
       launch(max_pool_forward_kernel<T, I>, grid_for(total), dim3(kPoolThreads), 0, as_cuda_stream(stream), g, by,
              static_cast<const T*>(x), static_cast<T*>(y), argmax);
     });
@@ -204,7 +228,7 @@ void max_pool2d_backward(DType dt, const Pool2dGeometry& g, const void*, const v
     with_index_type(std::max(total, g.N * g.C * g.P * g.Q), [&](auto index) {
       using I = decltype(index);
       const PoolDivisors<I> by{IndexDivisor<I>(g.W), IndexDivisor<I>(g.H), IndexDivisor<I>(g.stride_h),
-                               IndexDivisor<I>(g.stride_w)};
+                               IndexDivisor<I>(g.stride_w), IndexDivisor<I>(g.C)};
       launch(max_pool_backward_kernel<T, I>, grid_for(total), dim3(kPoolThreads), 0, as_cuda_stream(stream), g, by,
              static_cast<const T*>(gy), argmax, static_cast<T*>(gx));
     });
@@ -219,7 +243,7 @@ void adaptive_avg_pool2d_forward(DType dt, const void* x, void* y, int64_t plane
     if (total <= 0) return;
     with_pool_index_type(std::max(total, planes * H * W), H, OH, W, OW, [&](auto index) {
       using I = decltype(index);
-      const PoolDivisors<I> by{IndexDivisor<I>(OW), IndexDivisor<I>(OH), {}, {}};
+      const PoolDivisors<I> by{IndexDivisor<I>(OW), IndexDivisor<I>(OH), {}, {}, {}};
       launch(adaptive_avg_forward_kernel<T, I>, grid_for(total), dim3(kPoolThreads), 0, as_cuda_stream(stream),
              static_cast<const T*>(x), static_cast<T*>(y), planes, H, W, by);
     });
@@ -234,7 +258,7 @@ void adaptive_avg_pool2d_backward(DType dt, const void* gy, void* gx, int64_t pl
     if (total <= 0) return;
     with_pool_index_type(std::max(total, planes * OH * OW), H, OH, W, OW, [&](auto index) {
       using I = decltype(index);
-      const PoolDivisors<I> by{IndexDivisor<I>(W), IndexDivisor<I>(H), IndexDivisor<I>(OW), IndexDivisor<I>(OH)};
+      const PoolDivisors<I> by{IndexDivisor<I>(W), IndexDivisor<I>(H), IndexDivisor<I>(OW), IndexDivisor<I>(OH), {}};
       launch(adaptive_avg_backward_kernel<T, I>, grid_for(total), dim3(kPoolThreads), 0, as_cuda_stream(stream),
              static_cast<const T*>(gy), static_cast<T*>(gx), planes, by);
     });

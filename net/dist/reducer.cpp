@@ -102,7 +102,7 @@ void Reducer::on_gradient(int i) {
   EMBER_CHECK(!s.ready, "data-parallel: the gradient of '", s.name,
               "' was finished twice in one step (one backward per step is supported)");
   Bucket& b = buckets_[size_t(s.bucket)];
-  Tensor slice = b.flat.view_at(s.offset, s.param->shape());
+  Tensor slice = b.flat.view_at(s.offset, s.param->shape()).reinterpret_format(s.param->memory_format());
   const Tensor g = s.param->grad();
   if (g.defined()) {
     slice.copy_from(g);
@@ -151,7 +151,9 @@ void Reducer::finish() {
   stats_.exposed_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ++stats_.steps;
   for (Slot& s : slots_)
-    if (!s.param->grad().defined()) s.param->set_grad(buckets_[size_t(s.bucket)].flat.view_at(s.offset, s.param->shape()));
+    if (!s.param->grad().defined())
+      s.param->set_grad(buckets_[size_t(s.bucket)].flat.view_at(s.offset, s.param->shape())
+                            .reinterpret_format(s.param->memory_format()));
 }
 
 }  // namespace ember::net::dist

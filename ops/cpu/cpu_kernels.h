@@ -27,6 +27,7 @@ void fill(DType dt, void* y, int64_t n, double value, Stream stream);
 void cast(DType src_dt, const void* x, DType dst_dt, void* y, int64_t n, Stream stream);
 void copy_2d(DType dt, const void* x, int64_t ldx, void* y, int64_t ldy, int64_t rows, int64_t cols,
              Stream stream);
+void transpose_batched(DType dt, const void* x, void* y, int64_t batch, int64_t rows, int64_t cols, Stream stream);
 void add(DType dt, const void* a, const void* b, void* y, int64_t n, Stream stream);
 void add_relu(DType dt, const void* a, const void* b, void* y, int64_t n, Stream stream);
 void axpby(DType dt, double alpha, const void* x, double beta, void* y, int64_t n, Stream stream);
@@ -101,6 +102,17 @@ void random_uniform(DType dt, void* y, int64_t n, uint64_t seed, uint64_t offset
                     Stream stream);
 void random_normal(DType dt, void* y, int64_t n, uint64_t seed, uint64_t offset, double mean, double std,
                    Stream stream);
+
+// The convolutions and max pooling of channels-last tensors
+// (channels_last.cpp): the table's kernels hand a geometry with
+// channels_last set to these.
+void conv2d_forward_channels_last(DType dt, const Conv2dGeometry& g, const void* x, const void* w, void* y);
+void conv2d_backward_data_channels_last(DType dt, const Conv2dGeometry& g, const void* gy, const void* w, void* gx);
+void conv2d_backward_filter_channels_last(DType dt, const Conv2dGeometry& g, const void* x, const void* gy,
+                                          void* gw);
+void max_pool2d_forward_channels_last(DType dt, const Pool2dGeometry& g, const void* x, void* y, int32_t* argmax);
+void max_pool2d_backward_channels_last(DType dt, const Pool2dGeometry& g, const void* gy, const int32_t* argmax,
+                                       void* gx);
 
 // How the batch-norm training backward splits its work (batch_norm.cpp):
 // `automatic` by the size rule there; the others force one order. The

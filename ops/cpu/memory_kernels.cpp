@@ -1,4 +1,4 @@
-// ops/cpu/memory_kernels.cpp — fill, cast and copy_2d, the CPU kernels that
+// ops/cpu/memory_kernels.cpp — fill, cast, copy_2d and transpose_batched, the CPU kernels that
 // only move or convert values (ops::fill_, ops::cast, ops::concat and the
 // mixed-precision copies of net/ call them through the kernel table).
 //
@@ -129,6 +129,40 @@ void copy_2d(DType dt, const void* x, int64_t ldx, void* y, int64_t ldy, int64_t
     for (int64_t r = b; r < e; ++r)
       std::memcpy(dst + size_t(r * ldy) * es, src + size_t(r * ldx) * es, size_t(cols) * es);
   });
+}
+
+// y[b, j, i] = x[b, i, j], the bits of any dtype      x: [batch, rows, cols]  y: [batch, cols, rows]
+// In 32x32 tiles, so both sides stay in cache; batches in parallel.
+void transpose_batched(DType dt, const void* x, void* y, int64_t batch, int64_t rows, int64_t cols, Stream) {
+  EMBER_CHECK(batch >= 0 && rows >= 0 && cols >= 0, "cpu transpose_batched: negative size ", batch, "x", rows, "x",
+              cols);
+  if (batch == 0 || rows == 0 || cols == 0) return;
+  auto run = [&](auto bits) {
+    using T = decltype(bits);
+    const T* src = static_cast<const T*>(x);
+    T* dst = static_cast<T*>(y);
+    constexpr int64_t kTile = 32;
+    const int64_t plane = rows * cols;
+    parallel_for(0, batch, std::max<int64_t>(1, kGrain / plane), [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        const T* in = src + b * plane;
+        T* out = dst + b * plane;
+        for (int64_t i0 = 0; i0 < rows; i0 += kTile)
+          for (int64_t j0 = 0; j0 < cols; j0 += kTile) {
+            const int64_t i1 = std::min(rows, i0 + kTile), j1 = std::min(cols, j0 + kTile);
+            for (int64_t i = i0; i < i1; ++i)
+              for (int64_t j = j0; j < j1; ++j) out[j * rows + i] = in[i * cols + j];
+          }
+      }
+    });
+  };
+  switch (dtype_size(dt)) {
+    case 1: return run(uint8_t{});
+    case 2: return run(uint16_t{});
+    case 4: return run(uint32_t{});
+    case 8: return run(uint64_t{});
+  }
+  fail(cat("cpu transpose_batched: unsupported dtype ", dtype_name(dt)));
 }
 
 }  // namespace ember::cpu

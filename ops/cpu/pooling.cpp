@@ -81,6 +81,7 @@ void max_pool_one(const Pool2dGeometry& g, const T* xp, int64_t h0, int64_t h1, 
 
 //   x: [N, C, H, W]   y, argmax (i32): [N, C, P, Q]
 void max_pool2d_forward(DType dt, const Pool2dGeometry& g, const void* x, void* y, int32_t* argmax, Stream) {
+  if (g.channels_last) return max_pool2d_forward_channels_last(dt, g, x, y, argmax);
   dispatch_storage(dt, "max_pool2d_forward", [&](auto zero) {
     using S = decltype(zero);
     using T = compute_t<S>;
@@ -120,6 +121,7 @@ void max_pool2d_forward(DType dt, const Pool2dGeometry& g, const void* x, void* 
 //   gy, argmax: [N, C, P, Q]   gx: [N, C, H, W]
 void max_pool2d_backward(DType dt, const Pool2dGeometry& g, const void*, const void*, const void* gy,
                          const int32_t* argmax, void* gx, Stream) {
+  if (g.channels_last) return max_pool2d_backward_channels_last(dt, g, gy, argmax, gx);
   dispatch_storage(dt, "max_pool2d_backward", [&](auto zero) {
     using S = decltype(zero);
     using T = compute_t<S>;

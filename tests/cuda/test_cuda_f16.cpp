@@ -362,8 +362,11 @@ TEST_CASE_TEMPLATE("cuda f16/bf16: batch norm with f32 parameters and statistics
           ember::testing::kNeedsCudaDevice, T16, f16, bf16) {
   REQUIRE(cuda_available());
   constexpr DType kH = kHalf<T16>;
-  // the second shape splits each channel over several partial-sum blocks
-  const int64_t shapes[][3] = {{3, 4, 37}, {2, 2, 1100}};
+  // the second shape splits each channel over several partial-sum blocks;
+  // the last two are channels-last activations ([N*H*W, C, 1]: the rows
+  // kernel), C a multiple of the 8-element pack (packed elementwise passes)
+  // and not
+  const int64_t shapes[][3] = {{3, 4, 37}, {2, 2, 1100}, {300, 40, 1}, {70, 12, 1}};
   uint64_t seed = 60;
   for (const auto& sh : shapes) {
     const int64_t N = sh[0], Ch = sh[1], HW = sh[2], n = N * Ch * HW;

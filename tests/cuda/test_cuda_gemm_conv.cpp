@@ -320,6 +320,13 @@ TEST_CASE("cuda batch norm train/eval forward and backward match the cpu" * embe
       {4, 5, 1},    // HW = 1 (batch norm after a linear layer)
       {3, 2, 700},  // long channels: split into several partial-sum blocks
       {1, 4, 9},    // one image
+      // HW = 1 is also a channels-last activation, [N*H*W, C, 1]: the rows
+      // kernel, 32 channels a block. A partial tile of channels and rows that
+      // do not fill the 8 row groups; then rows split over several blocks,
+      // with a partial last chunk, and channels over two full tiles and one
+      // partial (C a multiple of the pack: the elementwise passes move packs).
+      {13, 37, 1},
+      {4099, 72, 1},
   };
   const double momentum = 0.1, eps = 1e-5;
   uint64_t seed = 5000;

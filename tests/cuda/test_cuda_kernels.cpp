@@ -1,6 +1,6 @@
 // tests/cuda/test_cuda_kernels.cpp — the hand-written CUDA kernels of
 // cuda/kernels/{memory,elementwise,reduce,loss,input,optimizer,random}.cu
-// (memory: fill, cast and copy_2d, which takes every dtype),
+// (memory: fill, cast, copy_2d and transpose_batched, which take every dtype),
 // called through the registered CUDA table and compared with the CPU table on
 // identical inputs: sizes that are odd or not multiples of a block (1, 7, 33,
 // 1000, 4099, 70000), f32 and f64 (and f16 for fill and cast; f16 for the
@@ -237,6 +237,38 @@ TEST_CASE("cuda copy_2d: strided blocks of every dtype, the CPU's bits, elements
     }
   CHECK(thrown_message([] { cuda_table().copy_2d(DType::f32, nullptr, 2, nullptr, 4, 1, 3, cuda_stream()); })
             .find("copy_2d: a block of 1x3 does not fit row strides 2 and 4") != std::string::npos);
+}
+
+TEST_CASE("cuda transpose_batched: every dtype, the CPU's bits and the definition, tiles cut at every edge" *
+          ember::testing::kNeedsCudaDevice) {
+  REQUIRE(cuda_available());
+  struct Dims {
+    int64_t batch, rows, cols;
+  };
+  for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::u8})
+    for (const Dims& d : {Dims{1, 1, 1}, Dims{2, 3, 5}, Dims{3, 32, 32}, Dims{2, 33, 31}, Dims{5, 64, 49},
+                          Dims{2, 49, 64}, Dims{1, 1, 1000}, Dims{1, 1000, 1}, Dims{4, 0, 7}, Dims{0, 3, 3}}) {
+      CAPTURE(dtype_name(dt));
+      CAPTURE(d.batch);
+      CAPTURE(d.rows);
+      CAPTURE(d.cols);
+      const int64_t n = d.batch * d.rows * d.cols;
+      std::vector<double> x(sz(n));
+      PhiloxStream rs(uint64_t(n + 1), 5);
+      for (double& v : x) v = double(rs.below(90));  // exact in every dtype
+      const Tensor xg = on_gpu(x, dt), xc = on_cpu(x, dt);
+      Tensor yg = on_gpu(std::vector<double>(sz(n), 99.0), dt), yc = on_cpu(std::vector<double>(sz(n), 99.0), dt);
+      cuda_table().transpose_batched(dt, xg.raw_data(), yg.raw_data(), d.batch, d.rows, d.cols, cuda_stream());
+      cpu_table().transpose_batched(dt, xc.raw_data(), yc.raw_data(), d.batch, d.rows, d.cols, nullptr);
+      const std::vector<double> got = yg.to_double_vector(), cpu = yc.to_double_vector();
+      CHECK_SAME(got, cpu);
+      for (int64_t b = 0; b < d.batch; ++b)  // y[b, j, i] = x[b, i, j]
+        for (int64_t i = 0; i < d.rows; ++i)
+          for (int64_t j = 0; j < d.cols; ++j)
+            REQUIRE(cpu[sz((b * d.cols + j) * d.rows + i)] == x[sz((b * d.rows + i) * d.cols + j)]);
+    }
+  CHECK(thrown_message([] { cuda_table().transpose_batched(DType::f32, nullptr, nullptr, 1, -2, 3, cuda_stream()); })
+            .find("transpose_batched: negative size") != std::string::npos);
 }
 
 TEST_CASE("cuda add, relu_forward, relu_backward: the CPU's bits, in place too" * ember::testing::kNeedsCudaDevice) {

@@ -4,7 +4,7 @@
 // steps and one of 2, halved, so that per-run work (converting the model,
 // the epoch's reads) cancels. The model is ResNet-50 narrowed to width 4 on
 // 10x10 images, batch 4: the same layers, so the same launches, as at full
-// size.
+// size. Channels-last (--layout nhwc) is counted too.
 #include <cstdio>
 
 #include "apps/training/fit.h"
@@ -16,7 +16,7 @@ namespace {
 
 using namespace ember;
 
-DeviceWorkCounts fit_cost(int64_t images, DType precision) {
+DeviceWorkCounts fit_cost(int64_t images, DType precision, MemoryFormat format) {
   const data::ImageSet set = data::subset(testing::separable_image_set(), 0, images);
   net::ResNetConfig c = testing::tiny_resnet_config(DType::f32);
   c.num_layers = 50;
@@ -25,6 +25,7 @@ DeviceWorkCounts fit_cost(int64_t images, DType precision) {
   Generator gen(3);
   net::ResNet model(c, gen);
   model.to(Device::cuda(0));
+  model.to_memory_format(format);
   data::BatchIterator::Options io;
   io.batch_size = 4;
   data::BatchIterator it(set, io);
@@ -43,8 +44,8 @@ DeviceWorkCounts fit_cost(int64_t images, DType precision) {
   return cost;
 }
 
-DeviceWorkCounts per_step(DType precision) {
-  const DeviceWorkCounts d = fit_cost(16, precision) - fit_cost(8, precision);
+DeviceWorkCounts per_step(DType precision, MemoryFormat format = MemoryFormat::contiguous) {
+  const DeviceWorkCounts d = fit_cost(16, precision, format) - fit_cost(8, precision, format);
   CHECK(d.kernels % 2 == 0);
   CHECK(d.copies % 2 == 0);
   return {d.kernels / 2, d.library_calls / 2, d.copies / 2, d.host_waits / 2};
@@ -74,5 +75,23 @@ TEST_CASE("cuda step launches: a ResNet-50 training step in f32, fp16 and bf16 (
       // (docs/benchmarks.md, "Launches per ResNet-50 step")
       CHECK(s.launches() <= 1329 / 3);
     }
+  }
+}
+
+TEST_CASE("cuda step launches: a channels-last ResNet-50 step adds only the input's and the head's conversions" *
+          ember::testing::kNeedsCudaDevice) {
+  REQUIRE(testing::cuda_available());
+  for (const DType precision : {DType::f32, DType::f16}) {
+    CAPTURE(dtype_name(precision));
+    const DeviceWorkCounts nchw = per_step(precision), nhwc = per_step(precision, MemoryFormat::channels_last);
+    MESSAGE("channels-last ResNet-50 step, " << dtype_name(precision) << ": " << nhwc.launches() << " launches ("
+                                             << nhwc.kernels << " kernels), " << nhwc.host_waits
+                                             << " host waits; NCHW " << nchw.launches());
+    CHECK(nhwc.host_waits == 0);
+    CHECK(nhwc.copies == nchw.copies);
+    // The stem's image batch to NHWC (forward), the head's average pool input
+    // to NCHW (forward and backward): three transposes, nothing per layer.
+    CHECK(nhwc.launches() == nchw.launches() + 3);
+    if (precision == DType::f16) CHECK(nhwc.launches() <= 1329 / 3);
   }
 }

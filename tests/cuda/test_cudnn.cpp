@@ -413,17 +413,17 @@ TEST_CASE("cudnn: --cudnn-algo-cache keeps the timed choices in a file a later r
   CHECK(after.records.size() == written.records.size() + 3);
 
   // Made on another GPU: ignored, then replaced by this GPU's choices.
-  const std::string other = "ember cudnn algorithm cache 1\ndevice: Some Other GPU | cuDNN 1\n"
-                            "0 2 1 1 0 64 3 224 224 64 7 7 2 2 3 3 -> 1 1605632 1\n";
+  const std::string other = "ember cudnn algorithm cache 2\ndevice: Some Other GPU | cuDNN 1\n"
+                            "0 2 1 1 0 64 3 224 224 64 7 7 2 2 3 3 0 -> 1 1605632 1\n";
   write_file_atomic(path, other.data(), other.size());
   cuda::set_cudnn_algorithm_cache(path);
   run_all(make_conv2d_geometry(2, 24, 11, 11, 40, 3, 3, 2, 2, 1, 1));
   CHECK(read_back().device == written.device);
 
   // Malformed: the error names the file and the line.
-  const std::string bad = "ember cudnn algorithm cache 1\ndevice: " + written.device + "\n0 1 2 -> 3\n";
+  const std::string bad = "ember cudnn algorithm cache 2\ndevice: " + written.device + "\n0 1 2 -> 3\n";
   write_file_atomic(path, bad.data(), bad.size());
-  CHECK(testing::thrown_message([&] { cuda::set_cudnn_algorithm_cache(path); }).find(path + ":3: expected 16 numbers") ==
+  CHECK(testing::thrown_message([&] { cuda::set_cudnn_algorithm_cache(path); }).find(path + ":3: expected 17 numbers") ==
         0);
   cuda::set_cudnn_algorithm_cache("");
   cuda::set_cudnn_benchmark(false);

@@ -230,6 +230,49 @@ void run_cases(const std::vector<OpCase>& cases) {
   test::backends()[0].select();  // the best CPU kernels again for the tests that follow
 }
 
+// The case run channels-last: every 4-D float input is converted to
+// channels_last first, so the op runs on NHWC memory (conv2d on a
+// channels-last weight, batch norm as [N*H*W, C, 1], max pooling with the
+// flag in its geometry); the harness reads outputs in logical order and the
+// gradients come back to the contiguous inputs through the conversion. Every
+// 4-D output must be channels-last too (the format carries through), except
+// where an op documents a contiguous result (adaptive average pooling).
+OpCase channels_last_case(OpCase c, bool outputs_channels_last = true) {
+  c.name += "_channels_last";
+  auto inner = c.forward;
+  c.forward = [inner, outputs_channels_last](const Ins& in) {
+    Ins converted;
+    for (const Tensor& t : in)
+      converted.push_back(t.ndim() == 4 && is_floating(t.dtype()) ? ops::to_memory_format(t, MemoryFormat::channels_last)
+                                                                   : t);
+    Outs out = inner(converted);
+    for (const Tensor& t : out)
+      EMBER_CHECK(t.ndim() != 4 || t.is_channels_last() == outputs_channels_last, "output ", t.str(), " should ",
+                  outputs_channels_last ? "" : "not ", "be channels_last");
+    return out;
+  };
+  return c;
+}
+
+// Appends the channels-last form of the cases with these names.
+void add_channels_last_named(std::vector<OpCase>& cases, std::initializer_list<std::string> names,
+                             bool outputs_channels_last = true) {
+  std::vector<OpCase> extra;
+  for (const std::string& name : names) {
+    auto it = std::find_if(cases.begin(), cases.end(), [&](const OpCase& c) { return c.name == name; });
+    EMBER_CHECK(it != cases.end(), "no case named ", name);
+    extra.push_back(channels_last_case(*it, outputs_channels_last));
+  }
+  cases.insert(cases.end(), extra.begin(), extra.end());
+}
+
+// Appends the channels-last form of cases[i] for each listed i.
+void add_channels_last(std::vector<OpCase>& cases, std::initializer_list<size_t> which, bool outputs_channels_last = true) {
+  std::vector<OpCase> extra;
+  for (size_t i : which) extra.push_back(channels_last_case(cases.at(i), outputs_channels_last));
+  cases.insert(cases.end(), extra.begin(), extra.end());
+}
+
 
 // ------------------------------------------------------------------ conv cases
 
@@ -610,6 +653,9 @@ TEST_CASE("ops: conv2d through the harness") {
   // planes 15 (3x3) and 16 (1x1) to a GEMM): a full stack and a partial one.
   cases.push_back(conv_case({34, 2, 4, 4, 3, 3, 3, 1, 1, false}, 24));
   cases.push_back(conv_case({34, 3, 4, 4, 5, 1, 1, 1, 0, true}, 24));
+  // Channels-last: 1x1, 1x1 stride 2 with bias, 3x3 same, 3x3 stride 2, the
+  // stem, a 1x1 output, and the wider blocked case.
+  add_channels_last(cases, {0, 1, 2, 4, 6, 8, 10});
   run_cases(cases);
 }
 
@@ -730,6 +776,10 @@ TEST_CASE("ops: batch_norm2d through the harness") {
       cases.push_back(c);
     }
   }
+  add_channels_last_named(cases, {"batch_norm2d_train_[2, 3, 4, 5]", "batch_norm2d_eval_[2, 3, 4, 5]",
+                                  "batch_norm2d_train_[3, 5, 1, 1]", "batch_norm2d_relu_train_[2, 6, 9, 11]",
+                                  "batch_norm2d_relu_eval_[2, 3, 4, 5]", "batch_norm2d_add_relu_train_[2, 3, 4, 5]",
+                                  "batch_norm2d_add_relu_eval_[2, 3, 4, 5]"});
   run_cases(cases);
 }
 
@@ -881,6 +931,10 @@ TEST_CASE("ops: max_pool2d and adaptive_avg_pool2d through the harness") {
     c.reference = [a](const InVals& v) { return Refs{ref_adaptive_avg_pool2d(v[0], a.xs, a.oh, a.ow)}; };
     cases.push_back(c);
   }
+  add_channels_last_named(cases, {"max_pool2d_k3s2p1_[2, 3, 7, 9]", "max_pool2d_k2s2p0_[2, 2, 6, 8]",
+                                  "max_pool2d_k5s1p2_[2, 2, 5, 5]", "max_pool2d_negative_padding"});
+  add_channels_last_named(cases, {"adaptive_avg_pool2d_[2, 3, 5, 7]_to_1x1", "adaptive_avg_pool2d_[1, 2, 4, 6]_to_2x3"},
+                          /*outputs_channels_last=*/false);
   run_cases(cases);
 }
 
@@ -894,6 +948,7 @@ TEST_CASE("ops: global_max_pool2d through the harness") {
     c.reference = [xs](const InVals& v) { return Refs{ref_global_max_pool2d(v[0], xs)}; };
     cases.push_back(c);
   }
+  add_channels_last(cases, {0, 1});
   run_cases(cases);
 }
 

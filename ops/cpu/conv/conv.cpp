@@ -527,6 +527,7 @@ void conv_backward_filter(const Conv2dGeometry& g, const S* x, const S* gy, S* g
 }  // namespace
 
 void conv2d_forward(DType dt, const Conv2dGeometry& g, const void* x, const void* w, void* y, Stream) {
+  if (g.channels_last) return conv2d_forward_channels_last(dt, g, x, w, y);
   dispatch_storage(dt, "conv2d_forward", [&](auto zero) {
     using S = decltype(zero);
     conv_forward(g, static_cast<const S*>(x), static_cast<const S*>(w), static_cast<S*>(y));
@@ -534,6 +535,7 @@ void conv2d_forward(DType dt, const Conv2dGeometry& g, const void* x, const void
 }
 
 void conv2d_backward_data(DType dt, const Conv2dGeometry& g, const void* gy, const void* w, void* gx, Stream) {
+  if (g.channels_last) return conv2d_backward_data_channels_last(dt, g, gy, w, gx);
   dispatch_storage(dt, "conv2d_backward_data", [&](auto zero) {
     using S = decltype(zero);
     conv_backward_data(g, static_cast<const S*>(gy), static_cast<const S*>(w), static_cast<S*>(gx));
@@ -541,6 +543,7 @@ void conv2d_backward_data(DType dt, const Conv2dGeometry& g, const void* gy, con
 }
 
 void conv2d_backward_filter(DType dt, const Conv2dGeometry& g, const void* x, const void* gy, void* gw, Stream) {
+  if (g.channels_last) return conv2d_backward_filter_channels_last(dt, g, x, gy, gw);
   dispatch_storage(dt, "conv2d_backward_filter", [&](auto zero) {
     using S = decltype(zero);
     conv_backward_filter(g, static_cast<const S*>(x), static_cast<const S*>(gy), static_cast<S*>(gw));

@@ -104,6 +104,7 @@ template void col2im_image<float>(const Conv2dGeometry&, const float*, float*, i
 template void col2im_image<double>(const Conv2dGeometry&, const double*, double*, int64_t);
 
 void im2col(DType dt, const Conv2dGeometry& g, const void* x, void* col, Stream) {
+  EMBER_CHECK(!g.channels_last, "cpu im2col: one NCHW image only, not a channels_last geometry");
   dispatch_storage(dt, "im2col", [&](auto zero) {
     using T = decltype(zero);
     im2col_image(g, static_cast<const T*>(x), static_cast<T*>(col));
@@ -111,6 +112,7 @@ void im2col(DType dt, const Conv2dGeometry& g, const void* x, void* col, Stream)
 }
 
 void col2im(DType dt, const Conv2dGeometry& g, const void* col, void* x, Stream) {
+  EMBER_CHECK(!g.channels_last, "cpu col2im: one NCHW image only, not a channels_last geometry");
   dispatch_storage(dt, "col2im", [&](auto zero) {
     using S = decltype(zero);
     const int64_t col_n = g.col_rows() * g.col_cols(), x_n = g.C * g.H * g.W;
