@@ -25,6 +25,8 @@ struct Cache {
   std::mutex mu;
   std::unordered_map<size_t, std::vector<void*>> free_blocks;  // by size class
   DeviceAllocatorStats stats;
+  DevicePrivatePool* active_pool = nullptr;                   // allocations come from here while set
+  std::unordered_map<void*, DevicePrivatePool*> pool_of;      // every block of every private pool
 };
 
 Cache& cache() {
@@ -45,6 +47,26 @@ void* device_allocate(size_t nbytes) {
   const size_t cls = size_class(nbytes);
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
+  if (DevicePrivatePool* pool = c.active_pool) {
+    std::vector<void*>& list = pool->free_blocks_[cls];
+    void* p = nullptr;
+    if (!list.empty()) {
+      p = list.back();
+      list.pop_back();
+    } else {
+      const cudaError_t status = cudaMalloc(&p, cls);
+      if (status != cudaSuccess)
+        fail(cat("out of device memory allocating ", nbytes, " bytes for a CUDA graph's pool (", pool->bytes_,
+                 " held by it, ", c.stats.bytes_in_use, " in use, ", cudaGetErrorString(status), ")"));
+      ++c.stats.cuda_malloc_calls;
+      pool->blocks_.push_back(p);
+      pool->bytes_ += cls;
+      c.pool_of[p] = pool;
+    }
+    c.stats.bytes_in_use += cls;
+    if (c.stats.bytes_in_use > c.stats.peak_bytes_in_use) c.stats.peak_bytes_in_use = c.stats.bytes_in_use;
+    return p;
+  }
   auto it = c.free_blocks.find(cls);
   void* p = nullptr;
   if (it != c.free_blocks.end() && !it->second.empty()) {
@@ -74,9 +96,40 @@ void device_deallocate(void* ptr, size_t nbytes) {
   const size_t cls = size_class(nbytes);
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
-  c.free_blocks[cls].push_back(ptr);
   c.stats.bytes_in_use -= cls;
+  if (const auto owner = c.pool_of.find(ptr); owner != c.pool_of.end()) {
+    owner->second->free_blocks_[cls].push_back(ptr);  // the graph's memory stays the graph's
+    return;
+  }
+  c.free_blocks[cls].push_back(ptr);
   c.stats.bytes_cached += cls;
+}
+
+DevicePrivatePool::~DevicePrivatePool() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (c.active_pool == this) c.active_pool = nullptr;
+  // Free blocks go back to the device; a block still held by a tensor
+  // becomes an ordinary block of the shared cache when that tensor frees it.
+  for (auto& [cls, list] : free_blocks_)
+    for (void* p : list) {
+      c.pool_of.erase(p);
+      cudaFree(p);
+    }
+  for (void* p : blocks_) c.pool_of.erase(p);
+}
+
+ActivePrivatePool::ActivePrivatePool(DevicePrivatePool& pool) {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  EMBER_CHECK(c.active_pool == nullptr, "device allocator: a private pool is already active");
+  c.active_pool = &pool;
+}
+
+ActivePrivatePool::~ActivePrivatePool() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.active_pool = nullptr;
 }
 
 DeviceAllocatorStats device_allocator_stats() {

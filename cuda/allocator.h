@@ -12,6 +12,8 @@
 // the copies first, so compute-stream order still holds for every reuse.
 #pragma once
 #include <cstddef>
+#include <unordered_map>
+#include <vector>
 
 #include <cuda_runtime.h>
 
@@ -27,6 +29,39 @@ struct DeviceAllocatorStats {
 };
 DeviceAllocatorStats device_allocator_stats();
 void device_allocator_release_cache();  // cudaFree of every cached block
+
+// A private pool for a captured CUDA graph (PyTorch's graph pool). While a
+// pool is active, every allocation comes from it (its free blocks, or a new
+// cudaMalloc); a block of a pool, freed at any time, goes back to that pool,
+// never to the shared cache. So the addresses a graph was captured with
+// belong to it alone: eager work between replays cannot be handed one of
+// them and have it overwritten by the next replay. Within the capture the
+// pool's blocks are reused in stream order, as the shared cache's are.
+class DevicePrivatePool {
+ public:
+  DevicePrivatePool() = default;
+  ~DevicePrivatePool();  // cudaFree of its free blocks: only once the graph is gone and its work is done
+  DevicePrivatePool(const DevicePrivatePool&) = delete;
+  DevicePrivatePool& operator=(const DevicePrivatePool&) = delete;
+  size_t bytes() const { return bytes_; }  // held from the device
+
+ private:
+  friend void* device_allocate(size_t nbytes);
+  friend void device_deallocate(void* ptr, size_t nbytes);
+  friend class ActivePrivatePool;
+  std::vector<void*> blocks_;  // every block it holds
+  std::unordered_map<size_t, std::vector<void*>> free_blocks_;  // by size class
+  size_t bytes_ = 0;
+};
+
+// Makes `pool` the one allocations come from for its lifetime (one at a time).
+class ActivePrivatePool {
+ public:
+  explicit ActivePrivatePool(DevicePrivatePool& pool);
+  ~ActivePrivatePool();
+  ActivePrivatePool(const ActivePrivatePool&) = delete;
+  ActivePrivatePool& operator=(const ActivePrivatePool&) = delete;
+};
 
 // RAII scratch memory for a kernel launcher (workspaces, partial sums). It
 // may be released while the kernels using it are still queued: that is safe

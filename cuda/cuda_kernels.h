@@ -95,7 +95,7 @@ void sgd_update(DType dt, void* w, const void* g, void* momentum_buf, int64_t n,
 void unscale_gradients(const MultiTensorSlice* slices, const MultiTensorChunk* chunks, int64_t num_chunks,
                        float* state, Stream stream);
 void multi_tensor_sgd(const MultiTensorSlice* slices, const MultiTensorChunk* chunks, int64_t num_chunks, double lr,
-                      double momentum, bool nesterov, const float* state, Stream stream);
+                      double momentum, bool nesterov, const float* state, const float* hyper, Stream stream);
 void loss_scale_update(float* state, const LossScaleParams& p, Stream stream);
 void random_uniform(DType dt, void* y, int64_t n, uint64_t seed, uint64_t offset, double lo, double hi,
                     Stream stream);

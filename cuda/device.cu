@@ -5,6 +5,7 @@
 #include "cuda/allocator.h"
 #include "cuda/common.cuh"
 #include "cuda/cuda_device.h"
+#include "cuda/device_graph.h"
 #include "cuda/host_staging.h"
 #include "cuda/host_sync.h"
 #include "engine/memory.h"
@@ -30,6 +31,8 @@ class CudaMemory final : public MemoryBackend {
     wait_for_stream(compute_stream());
   }
   void copy_from_host(void* dst, const void* src, size_t n, int) override {
+    EMBER_CHECK(!capturing(), "a host-to-device copy of ", n, " bytes inside a captured CUDA graph: a replay would copy "
+                "the staging buffer again, holding other bytes by then (upload before the capture)");
     copy_from_host_async(dst, src, n, compute_stream());
   }
   void copy_on_device(void* dst, const void* src, size_t n, int) override {
@@ -46,6 +49,9 @@ class CudaMemory final : public MemoryBackend {
   }
   void finish_copies_ahead(int) override { cuda::finish_copies_ahead(); }
   size_t peak_bytes_in_use(int) override { return device_allocator_stats().peak_bytes_in_use; }
+  std::unique_ptr<DeviceGraph> capture_graph(const std::function<void()>& work, int) override {
+    return cuda::capture_graph(work);
+  }
 };
 
 // Launched by nobody: init() asks the runtime for its attributes, which fails

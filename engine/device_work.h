@@ -14,7 +14,7 @@
 
 namespace ember {
 
-enum class DeviceWork { kernel, library_call, copy, host_wait };
+enum class DeviceWork { kernel, library_call, copy, host_wait, graph };
 
 // Counts one event (thread-safe).
 void count_device_work(DeviceWork kind) noexcept;
@@ -24,9 +24,11 @@ struct DeviceWorkCounts {
   int64_t library_calls = 0;  // cuDNN / cuBLAS calls
   int64_t copies = 0;         // cudaMemcpyAsync / cudaMemsetAsync
   int64_t host_waits = 0;     // the host waited for a stream
-  int64_t launches() const { return kernels + library_calls + copies; }
+  int64_t graphs = 0;         // CUDA graph replays (each one launch, whatever it holds)
+  int64_t launches() const { return kernels + library_calls + copies + graphs; }
   DeviceWorkCounts operator-(const DeviceWorkCounts& o) const {
-    return {kernels - o.kernels, library_calls - o.library_calls, copies - o.copies, host_waits - o.host_waits};
+    return {kernels - o.kernels, library_calls - o.library_calls, copies - o.copies, host_waits - o.host_waits,
+            graphs - o.graphs};
   }
 };
 

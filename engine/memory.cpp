@@ -1,6 +1,8 @@
 // engine/memory.cpp — the CPU caching allocator, backend registry and Storage.
 #include "engine/memory.h"
 
+#include "engine/device_graph.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -155,6 +157,15 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
 
 size_t device_peak_bytes(Device device) {
   return device.is_cpu() ? 0 : memory_backend(device.type).peak_bytes_in_use(device.index);
+}
+
+std::unique_ptr<DeviceGraph> MemoryBackend::capture_graph(const std::function<void()>&, int) { return nullptr; }
+
+std::unique_ptr<DeviceGraph> capture_device_graph(Device device, const std::function<void()>& work) {
+  EMBER_CHECK(!device.is_cpu(), "CUDA graphs: the CPU runs its work as it is issued; there is nothing to capture");
+  std::unique_ptr<DeviceGraph> graph = memory_backend(device.type).capture_graph(work, device.index);
+  EMBER_CHECK(graph != nullptr, "CUDA graphs: ", device.str(), " has no graph capture");
+  return graph;
 }
 
 void finish_copies_ahead(Device device) {

@@ -7,11 +7,14 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "engine/device.h"
 
 namespace ember {
+
+class DeviceGraph;  // engine/device_graph.h
 
 struct MemoryBackend {
   virtual ~MemoryBackend() = default;
@@ -37,6 +40,9 @@ struct MemoryBackend {
   // workspaces, not the cache of freed blocks) since the process started;
   // 0 where the backend does not count.
   virtual size_t peak_bytes_in_use(int /*device_index*/) { return 0; }
+  // engine/device_graph.h's capture_device_graph; nullptr where the backend
+  // has no graphs.
+  virtual std::unique_ptr<DeviceGraph> capture_graph(const std::function<void()>& work, int device_index);
 };
 
 // Registers the backend for a device type (the CPU one is built in).

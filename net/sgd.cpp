@@ -149,7 +149,7 @@ void SGD::step(double lr, double grad_scale) {
     Tensor state = ops::loss_scale_state(1.0 / grad_scale, device_);
     ops::unscale_gradients(plan_, state);
   }
-  ops::multi_tensor_sgd(plan_, lr, options_.momentum, options_.nesterov, nullptr);
+  ops::multi_tensor_sgd(plan_, lr, options_.momentum, options_.nesterov, nullptr, hyper_.defined() ? &hyper_ : nullptr);
   step_one_by_one(lr, grad_scale);
   for (Slot& s : slots_) s.had_gradient = s.had_gradient || s.param.tensor->grad().defined();
   ++steps_;
@@ -164,7 +164,8 @@ void SGD::step_scaled(double lr, LossScaler& scaler) {
                 s.param.name, "' is ", dtype_name(s.param.tensor->dtype()));
   plan_step(true);
   ops::unscale_gradients(plan_, scaler.state());
-  ops::multi_tensor_sgd(plan_, lr, options_.momentum, options_.nesterov, &scaler.state());
+  ops::multi_tensor_sgd(plan_, lr, options_.momentum, options_.nesterov, &scaler.state(),
+                        hyper_.defined() ? &hyper_ : nullptr);
   scaler.update_on_device();
   for (Slot& s : slots_) s.had_gradient = s.had_gradient || s.param.tensor->grad().defined();
   ++steps_;
@@ -196,6 +197,20 @@ std::vector<std::pair<std::string, Tensor>> SGD::masters() const {
   for (const Slot& s : slots_)
     if (s.master_offset >= 0) out.emplace_back(s.param.name, master_of(s));
   return out;
+}
+
+void SGD::use_device_hyperparameters() {
+  for (const Slot& s : slots_)
+    EMBER_CHECK(s.flat, "SGD: device hyperparameters need f32, f16 or bf16 parameters; '", s.param.name, "' is ",
+                dtype_name(s.param.tensor->dtype()));
+  if (!hyper_.defined()) hyper_ = Tensor::zeros({2}, DType::f32, device_);
+}
+
+void SGD::write_hyperparameters(double lr, double momentum) {
+  EMBER_CHECK(hyper_.defined(), "SGD: write_hyperparameters before use_device_hyperparameters");
+  Tensor lr_slot = hyper_.view_at(0, {1}), momentum_slot = hyper_.view_at(1, {1});
+  ops::fill_(lr_slot, lr);
+  ops::fill_(momentum_slot, momentum);
 }
 
 void SGD::set_momentum(double momentum) {

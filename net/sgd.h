@@ -75,6 +75,16 @@ class SGD {
   // Restores buffers saved by state(); errors on unknown names or shapes.
   void load_state(const std::vector<std::pair<std::string, Tensor>>& state, int64_t steps);
 
+  // CUDA-graph training (apps/training/step_graph.h): from now on the
+  // multi-tensor step reads lr and momentum from a buffer on the device,
+  // which write_hyperparameters() sets before each step (two fills, outside
+  // the captured step); the lr given to step() and step_scaled() is ignored.
+  void use_device_hyperparameters();
+  void write_hyperparameters(double lr, double momentum);
+  // Counts a step that ran as a replay of a captured one (the host side of
+  // step() or step_scaled(): the step count).
+  void count_replayed_step() { ++steps_; }
+
  private:
   struct Slot {
     NamedParameter param;
@@ -98,6 +108,7 @@ class SGD {
   SgdOptions options_;
   Device device_;
   Tensor masters_, momentum_, grads32_;  // f32 flat buffers
+  Tensor hyper_;                         // f32 [2] on the device: lr, momentum (device hyperparameters only)
   int64_t flat_size_ = 0;
   ops::MultiTensorPlan plan_;
   int64_t steps_ = 0;

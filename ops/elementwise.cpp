@@ -41,9 +41,11 @@ Tensor sum(const Tensor& x) {
   k.sum(x.dtype(), x.raw_data(), y.raw_data(), x.numel(), s);
   if (!should_record({&x})) return y;
   const Shape shape = x.shape();
-  return record_op("sum", y, {&x}, [shape](const Tensor& gy, GradMask) {
-    // gy is a one-element device tensor: broadcast it through the host.
-    return std::vector<Tensor>{Tensor::full(shape, gy.item(), gy.dtype(), gy.device())};
+  const MemoryFormat format = x.memory_format();
+  return record_op("sum", y, {&x}, [shape, format](const Tensor& gy, GradMask) {
+    // gy is a one-element device tensor: broadcast it through the host (one
+    // value everywhere: the same bytes in either memory format).
+    return std::vector<Tensor>{Tensor::full(shape, gy.item(), gy.dtype(), gy.device()).reinterpret_format(format)};
   });
 }
 

@@ -332,8 +332,12 @@ struct Kernels {
   //    w -= lr * lr_mult * (nesterov ? g' + momentum * buf : buf)  (g' when
   //    momentum == 0); then half = w rounded to half_dtype. Nothing changes
   //    when state is given and state[kFoundNonfinite] != 0 (a skipped step).
+  //    hyper: f32 [2] = (lr, momentum) on the device, read by the kernel in
+  //    place of the lr and momentum arguments (a CUDA graph replays a launch
+  //    with the arguments it was captured with); nullptr: the arguments.
   void (*multi_tensor_sgd)(const MultiTensorSlice* slices, const MultiTensorChunk* chunks, int64_t num_chunks,
-                           double lr, double momentum, bool nesterov, const float* state, Stream stream);
+                           double lr, double momentum, bool nesterov, const float* state, const float* hyper,
+                           Stream stream);
   // 3. One thread: a finite step counts a clean step (after `window` in a
   //    row a dynamic scale doubles, up to max_scale) and clears the skips in
   //    a row; a non-finite one counts a skip, restarts the window and halves

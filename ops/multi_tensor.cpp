@@ -85,12 +85,17 @@ void unscale_gradients(const MultiTensorPlan& plan, Tensor& state) {
   k.unscale_gradients(plan.device_slices(), plan.device_chunks(), plan.num_chunks(), state.data<float>(), s);
 }
 
-void multi_tensor_sgd(const MultiTensorPlan& plan, double lr, double momentum, bool nesterov, const Tensor* state) {
+void multi_tensor_sgd(const MultiTensorPlan& plan, double lr, double momentum, bool nesterov, const Tensor* state,
+                      const Tensor* hyper) {
   if (state) require_state(*state, plan.device(), "multi_tensor_sgd");
+  if (hyper)
+    EMBER_CHECK(hyper->dtype() == DType::f32 && hyper->numel() == 2 && hyper->device() == plan.device(),
+                "multi_tensor_sgd: the hyperparameters must be f32 [2] (lr, momentum) on ", plan.device().str(), ", got ",
+                hyper->str());
   if (plan.num_chunks() == 0) return;
   const Launch l{kernels_for(plan.device()), stream_for(plan.device())};
   l.k.multi_tensor_sgd(plan.device_slices(), plan.device_chunks(), plan.num_chunks(), lr, momentum, nesterov,
-                       state ? state->data<float>() : nullptr, l.stream);
+                       state ? state->data<float>() : nullptr, hyper ? hyper->data<float>() : nullptr, l.stream);
 }
 
 void loss_scale_update(Tensor& state, const LossScaleParams& p) {

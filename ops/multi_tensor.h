@@ -49,8 +49,10 @@ Tensor loss_scale_state(double scale, Device device);
 // The three kernels of a multi-tensor step (ops/kernels.h), on the plan's
 // device; `state` is a loss_scale_state() there.
 void unscale_gradients(const MultiTensorPlan& plan, Tensor& state);
-// state == nullptr: never skipped.
-void multi_tensor_sgd(const MultiTensorPlan& plan, double lr, double momentum, bool nesterov, const Tensor* state);
+// state == nullptr: never skipped. hyper: f32 [2] (lr, momentum) on the
+// plan's device, read in place of lr and momentum (CUDA graph replays), or nullptr.
+void multi_tensor_sgd(const MultiTensorPlan& plan, double lr, double momentum, bool nesterov, const Tensor* state,
+                      const Tensor* hyper = nullptr);
 void loss_scale_update(Tensor& state, const LossScaleParams& p);
 
 }  // namespace ember::ops

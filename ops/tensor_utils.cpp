@@ -41,6 +41,8 @@ Tensor normalize_u8(const Tensor& x, const ChannelNorm& norm, DType out) {
   require_defined(x, "normalize_u8", "input");
   EMBER_CHECK(x.dtype() == DType::u8, "normalize_u8: input must be u8, got ", x.str());
   require_ndim(x, 4, "normalize_u8", "input");
+  EMBER_CHECK(!x.is_channels_last(), "normalize_u8: the image batch must be NCHW (contiguous), got ", x.str(),
+              "; a channels-last model converts the normalised batch in its first convolution");
   EMBER_CHECK(x.size(1) == norm.channels, "normalize_u8: input has ", x.size(1), " channels, normalisation has ",
               norm.channels);
   EMBER_CHECK(is_floating(out), "normalize_u8: output must be f32, f64, f16 or bf16, got ", dtype_name(out));

@@ -14,8 +14,9 @@
 #   8. (not by default) Nsight Compute's sections for the native GEMM kernels (what binds them).
 #   9. (not by default) ember against PyTorch, alternating, 3 rounds, ResNet-50 224 batch 64: ember fp16 and
 #      bf16 in --layout nchw and nhwc, and TF32, with --profile 1 (launches and host waits per step); PyTorch
-#      AMP fp16 and bf16 in NCHW and channels_last, and TF32, with its peak memory. `PARTS="1 9 10"` is the
-#      GPU issue's check (~8 minutes).
+#      AMP fp16 and bf16 in NCHW and channels_last, and TF32, with its peak memory; and ResNet-20 28x28
+#      batch 128 f32, ember eager and --cuda-graph 1 against PyTorch. `PARTS="1 9 10"` is the GPU issue's
+#      check (~9 minutes; part 1 alone, or 9 and 10, fit one 8-minute call each).
 #  10. (not by default) the memory-bound kernels' GB/s against the datasheet bandwidth (kernel_lab at a
 #      ResNet-50 layer's size, f32 and f16; 16-byte packs, and one element off alignment), ~1 minute.
 # Each part has its own time limit; logs go to $OUT (default /tmp/gpu_check). PARTS="1 2" picks.
@@ -180,6 +181,12 @@ if wants 9; then
     echo "ember round $round tf32: $(timeout 60 build/train_resnet --benchmark 1 --gpus 0 $r50 --tf32 1 --profile 1 \
       2>&1 | tee -a "$OUT/bench.log" | grep -E "Median speed|Device work|rror" | tr '\n' ' ')"
     torch_run "resnet50-224 batch64 fp32 (tf32 conv)"
+    for graph in 0 1; do  # the launch-bound model: eager against one CUDA graph per step
+      echo "ember round $round resnet20 fp32 cuda-graph $graph: $(timeout 60 build/train_resnet --benchmark 1 --gpus 0 \
+        --num-layers 20 --image-shape 1,28,28 --batch-size 128 --num-batches 50 --tf32 0 --cuda-graph $graph \
+        --profile 1 2>&1 | tee -a "$OUT/bench.log" | grep -E "Median speed|Device work|rror" | tr '\n' ' ')"
+    done
+    torch_run "resnet20-28 batch128 fp32 (no tf32)"
   done
 fi
 if wants 10 && [ -x build/kernel_lab ]; then

@@ -106,6 +106,15 @@ FitRun::FitRun(net::Module& model, BatchSource& train, BatchSource* val, const F
     set_backbone(o_.begin_epoch);
   else
     start_reducer();
+  if (o_.cuda_graph) {
+    EMBER_CHECK(!o_.device.is_cpu(), "--cuda-graph 1 is for GPUs (add --gpus)");
+    EMBER_CHECK(!comm_, "--cuda-graph 1 runs one process; data-parallel runs are not captured");
+    EMBER_CHECK(!o_.mix.enabled(), "--cuda-graph 1 does not capture --mixup-alpha/--cutmix-alpha (each batch's mix is a host value)");
+    EMBER_CHECK(!has_dropout_, "--cuda-graph 1 does not capture --dropout (each step's mask key is a host value)");
+    graph_ = std::make_unique<StepGraph>(model_, opt_, o_.device);
+    graph_totals_ = Tensor::zeros({2}, DType::f64, o_.device);
+    std::fprintf(o_.log, "CUDA graph: every full step after the first replays the second, captured\n");
+  }
   schedule_options_ = o_.schedule;
   schedule_options_.base_lr = o_.lr;
   schedule_options_.steps_per_epoch = steps_per_epoch_;
@@ -173,6 +182,7 @@ void FitRun::set_backbone(int epoch) {
   }
   backbone_state_ = frozen;
   start_reducer();
+  if (graph_) graph_->reset();  // other parameters train now: a new arena, a new capture
 }
 
 // Where training starts: a resumed position (--resume), the start of
@@ -240,6 +250,7 @@ FitResult FitRun::run() {
   model_.train();
   for (int epoch = start_.epoch; epoch < o_.num_epochs && !result_.interrupted_by; ++epoch) {
     EpochState e(o_.device);
+    if (graph_) e.stats.share_totals(graph_totals_);
     e.epoch = epoch;
     if (!train_epoch(e)) break;
     if (finish_epoch(e)) break;

@@ -74,6 +74,10 @@ struct FitOptions {
   // On a GPU, each batch's upload runs on a second stream during the step
   // before it (apps/training/batch_prefetch.h); false: at the start of its step.
   bool upload_ahead = true;
+  // On a GPU: every full training step after the first replays one CUDA
+  // graph captured from the second (apps/training/step_graph.h). One
+  // process, no mixup/cutmix, no dropout.
+  bool cuda_graph = false;
   std::vector<std::pair<std::string, std::string>> checkpoint_metadata;
   std::FILE* log = stdout;
   // f32, or f16 / bf16: mixed precision (net/mixed_precision.h). fit
@@ -153,6 +157,7 @@ struct BenchmarkOptions {
   DType precision = DType::f32;  // f16/bf16: the mixed-precision step (f16 scaled loss, finite check, masters)
   net::dist::Comm* comm = nullptr;  // data-parallel: every rank runs the benchmark on its own batch
   net::dist::ReducerOptions buckets;
+  bool cuda_graph = false;  // replay each step after the first as one CUDA graph (one process)
 };
 struct BenchmarkResult {
   double median_speed = 0;        // img/s over the timed intervals (all ranks together)

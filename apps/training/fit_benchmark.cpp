@@ -1,9 +1,11 @@
 // apps/training/fit_benchmark.cpp — the synthetic-data step benchmark
-// (--benchmark 1) and the loader-only run (--test-io 1) of the training apps.
+// (--benchmark 1, eager or --cuda-graph 1) and the loader-only run
+// (--test-io 1) of the training apps.
 #include <algorithm>
 
 #include "apps/training/fit.h"
 #include "apps/training/fit_helpers.h"
+#include "apps/training/step_graph.h"
 #include "engine/autograd.h"
 #include "net/dist/data_parallel.h"
 #include "ops/kernel_profile.h"
@@ -39,9 +41,29 @@ BenchmarkResult benchmark(net::Module& model, const BenchmarkOptions& o) {
   }
   net::LossScaler scaler(o.precision == DType::f16 ? net::LossScalerOptions{} : unit_loss_scale({}), o.device);
   model.train();
+  // --cuda-graph 1: the steps after the first replay the second, captured
+  // (apps/training/step_graph.h); x and y are the graph's fixed inputs.
+  std::unique_ptr<StepGraph> graph;
+  Tensor graph_loss;  // the captured step's loss, rewritten by every replay
+  if (o.cuda_graph) {
+    EMBER_CHECK(!comm, "--cuda-graph 1 runs one process; data-parallel runs are not captured");
+    graph = std::make_unique<StepGraph>(model, opt, o.device);
+    opt.write_hyperparameters(o.lr, o.sgd.momentum);
+  }
+  auto graph_body = [&] {
+    graph_loss = ops::cross_entropy(model(x), y);
+    graph->zero_grads();
+    if (mixed) {
+      graph_loss.backward(scaler.seed(graph_loss));
+      opt.step_scaled(o.lr, scaler);
+    } else {
+      graph_loss.backward(graph->unit_seed());
+      opt.step(o.lr);
+    }
+  };
   // One step, queued: the host waits for the device only at the end of an
   // interval (as a GPU training step never waits; fit.h).
-  auto step = [&] {
+  auto eager_step = [&] {
     const Tensor loss = ops::cross_entropy(model(x), y);
     opt.zero_grad();
     if (reducer) reducer->prepare();
@@ -56,6 +78,11 @@ BenchmarkResult benchmark(net::Module& model, const BenchmarkOptions& o) {
     }
     return loss;
   };
+  auto step = [&] {
+    if (!graph) return eager_step();
+    graph->run(graph_body, [] {});
+    return graph_loss;
+  };
   for (int i = 0; i < o.warmup_batches; ++i) (void)step().item();
   reset_kernel_profile();  // a --profile table covers the timed steps only
   if (reducer) reducer->reset_stats();
@@ -69,7 +96,8 @@ BenchmarkResult benchmark(net::Module& model, const BenchmarkOptions& o) {
     for (int i = 0; i < n; ++i) loss = step();
     const DeviceWorkCounts work = device_work_counts() - work_before;
     r.step_work = {r.step_work.kernels + work.kernels, r.step_work.library_calls + work.library_calls,
-                   r.step_work.copies + work.copies, r.step_work.host_waits + work.host_waits};
+                   r.step_work.copies + work.copies, r.step_work.host_waits + work.host_waits,
+                   r.step_work.graphs + work.graphs};
     r.timed_steps += n;
     (void)loss.item();  // wait for the interval's steps to finish (a device sync on GPUs)
     const double speed = double(n) * double(o.batch_size) * double(world) / seconds_since(t0);

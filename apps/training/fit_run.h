@@ -22,6 +22,7 @@
 #include "apps/training/fit.h"
 #include "apps/training/fit_helpers.h"
 #include "apps/training/progress.h"
+#include "apps/training/step_graph.h"
 #include "apps/training/step_stats.h"
 
 namespace ember::apps::detail {
@@ -67,6 +68,10 @@ class FitRun {
 
   // One step (fit_step.cpp).
   void train_step(EpochState& e, const data::Batch& b, const DeviceBatch& on_device);
+  // --cuda-graph 1: the step as a replay (fit_step.cpp); and its device work
+  // on given inputs (the graph's fixed buffers, or a short last batch).
+  void train_step_graph(EpochState& e, const data::Batch& b, const DeviceBatch& on_device);
+  void graph_step_body(EpochState& e, const Tensor& images, const Tensor& labels, int64_t batch);
   void read_stats(EpochState& e);
 
   // Checkpoints and stops (fit_checkpoint.cpp).
@@ -118,6 +123,9 @@ class FitRun {
   int64_t global_step_ = 0;
   double lr_ = 0, momentum_ = 0;
   std::optional<BatchPrefetcher> batches_;
+  std::unique_ptr<StepGraph> graph_;        // --cuda-graph 1
+  Tensor graph_images_, graph_labels_;      // the batch the graph reads, copied in before each replay
+  Tensor graph_totals_;                     // the step statistics' sums the graph adds into (every epoch)
 };
 
 }  // namespace ember::apps::detail

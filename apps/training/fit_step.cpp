@@ -1,8 +1,9 @@
 // apps/training/fit_step.cpp — one training step of fit() (fit_run.h):
 // forward, cross-entropy, backward (scaled in fp16), the data-parallel
-// all-reduce and the SGD update at the schedule's lr; and reading the
-// step statistics (loss, correct count) summed on the device back into the
-// epoch's counts.
+// all-reduce and the SGD update at the schedule's lr, eagerly or as a CUDA
+// graph's replay (--cuda-graph 1, apps/training/step_graph.h); and reading
+// the step statistics (loss, correct count) summed on the device back into
+// the epoch's counts.
 #include <cmath>
 
 #include "apps/training/fit_run.h"
@@ -12,6 +13,7 @@
 namespace ember::apps::detail {
 
 void FitRun::train_step(EpochState& e, const data::Batch& b, const DeviceBatch& on_device) {
+  if (graph_) return train_step_graph(e, b, on_device);
   Tensor logits, loss;
   Tensor count_labels;  // what training accuracy is counted against, on the device
   // Dropout masks: drawn from (seed, global step, rank), so a resumed run drops what the first one did.
@@ -56,6 +58,52 @@ void FitRun::train_step(EpochState& e, const data::Batch& b, const DeviceBatch& 
   ++global_step_;
 
   e.stats.add(loss, logits, count_labels, b.size);
+  ++e.interval.batches;
+  e.timed_samples += b.size;
+  ++e.batch_index;
+}
+
+// The device work of a graph step on `images` and `labels`: forward, loss,
+// the gradients zeroed in place and computed, the optimizer (lr and
+// momentum from the device), the statistics. What a replay repeats.
+void FitRun::graph_step_body(EpochState& e, const Tensor& images, const Tensor& labels, int64_t batch) {
+  const Tensor logits = model_(images);
+  const Tensor loss = ops::cross_entropy(logits, labels, o_.label_smoothing);
+  graph_->zero_grads();
+  if (mixed_) {
+    loss.backward(scaler_.seed(loss));
+    opt_.step_scaled(lr_, scaler_);
+  } else {
+    loss.backward(graph_->unit_seed());
+    opt_.step(lr_);
+  }
+  e.stats.add(loss, logits, labels, batch);
+}
+
+// A step under --cuda-graph 1: lr and momentum written to the device, the
+// batch copied into the graph's input buffers, then the graph (the first
+// step eager, the second captured). A batch of another size (the last of an
+// epoch) runs the same work eagerly on its own tensors.
+void FitRun::train_step_graph(EpochState& e, const data::Batch& b, const DeviceBatch& on_device) {
+  lr_ = schedule_->lr_at(global_step_);
+  momentum_ = schedule_->momentum_at(global_step_);
+  if (schedule_options_.cycle_momentum) opt_.set_momentum(momentum_);
+  opt_.write_hyperparameters(lr_, opt_.options().momentum);
+  const Tensor images = batches_->uploads() ? on_device.images : b.images.to(o_.device);
+  const Tensor labels = batches_->uploads() ? on_device.labels : b.labels.to(o_.device);
+  if (b.size == train_.batch_size()) {
+    if (!graph_images_.defined()) {
+      graph_images_ = Tensor::empty_like(images);
+      graph_labels_ = Tensor::empty_like(labels);
+    }
+    graph_images_.copy_from(images);
+    graph_labels_.copy_from(labels);
+    graph_->run([&] { graph_step_body(e, graph_images_, graph_labels_, b.size); },
+                [&] { e.stats.count(b.size); });
+  } else {
+    graph_step_body(e, images, labels, b.size);
+  }
+  ++global_step_;
   ++e.interval.batches;
   e.timed_samples += b.size;
   ++e.batch_index;

@@ -11,8 +11,7 @@ void StepStats::add(const Tensor& loss, const Tensor& logits, const Tensor& labe
   const Tensor l = loss.detach();
   ops::add_(loss_sum, l.dtype() == DType::f64 ? l : ops::cast(l, DType::f64), double(batch));
   ops::count_equal_(correct, ops::argmax(logits.detach()), labels);
-  ++steps_;
-  samples_ += batch;
+  count(batch);
 }
 
 StepStats::Sums StepStats::read() {

@@ -21,6 +21,12 @@ class StepStats {
   // on the device. loss: [1]; logits: [batch, classes]; labels: i64 [batch]
   // on the logits' device.
   void add(const Tensor& loss, const Tensor& logits, const Tensor& labels, int64_t batch);
+  // The host side of add() alone: a step whose device work was a CUDA
+  // graph's replay (its captured add() queued the sums).
+  void count(int64_t batch) {
+    ++steps_;
+    samples_ += batch;
+  }
 
   struct Sums {
     int64_t steps = 0, samples = 0, correct = 0;
@@ -30,6 +36,10 @@ class StepStats {
   Sums read();
 
   int64_t pending_steps() const { return steps_; }
+  // Sums into `totals` (f64 [2] on the device, zero) from now on: a CUDA
+  // graph's captured add() writes one buffer for the whole run, so every
+  // epoch's StepStats must read that one.
+  void share_totals(const Tensor& totals) { totals_ = totals; }
 
  private:
   Device device_;

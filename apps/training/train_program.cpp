@@ -107,6 +107,7 @@ int run_benchmark(const TrainSettings& s, Device device, const DistRun& dist) {
   b.seed = uint64_t(s.seed);
   b.device = device;
   b.precision = precision_dtype(s.precision);
+  b.cuda_graph = s.cuda_graph;
   b.comm = dist.comm;
   b.buckets = dist.buckets;
   b.log = dist.log;
@@ -142,10 +143,10 @@ int run_benchmark(const TrainSettings& s, Device device, const DistRun& dist) {
     const DeviceWorkCounts& w = r.step_work;
     const double n = double(r.timed_steps);
     std::fprintf(out,
-                 "Device work per step: %.1f launches (%.1f kernels, %.1f cuDNN/cuBLAS calls, %.1f copies), "
-                 "%.2f host waits (over %lld timed steps)\n",
+                 "Device work per step: %.1f launches (%.1f kernels, %.1f cuDNN/cuBLAS calls, %.1f copies, "
+                 "%.1f CUDA graphs), %.2f host waits (over %lld timed steps)\n",
                  double(w.launches()) / n, double(w.kernels) / n, double(w.library_calls) / n, double(w.copies) / n,
-                 double(w.host_waits) / n, (long long)r.timed_steps);
+                 double(w.graphs) / n, double(w.host_waits) / n, (long long)r.timed_steps);
   }
   return 0;
 }
@@ -318,6 +319,7 @@ int run_train_program(const TrainProgram& program, int argc, char** argv) {
   fo.device = device;
   fo.log = out;
   fo.precision = precision_dtype(s.precision);
+  fo.cuda_graph = s.cuda_graph;
   fo.loss_scaler.fixed_scale = s.loss_scale;
   fo.loss_scaler.window = s.scale_window;
   fo.comm = dist.comm;

@@ -111,6 +111,10 @@ void declare_train_flags(Flags& f, TrainSettings& s) {
         "kernel launches, cuDNN/cuBLAS calls, copies and host waits per step");
   f.group("devices");
   f.add("gpus", &s.gpus, "GPUs to train on, e.g. 0, or 0,1,2,3 for one worker per GPU (empty: the CPU)");
+  f.add("cuda-graph", &s.cuda_graph,
+        "1: capture the second training step as one CUDA graph and replay it for every later full step (one GPU, "
+        "one process; not with --mixup-alpha, --cutmix-alpha or --dropout). Default 0: which is faster is measured by "
+        "scripts/gpu_check.sh");
   declare_gpu_flags(f, s.gpu);
   declare_dist_flags(f, s.dist);
 }
@@ -237,6 +241,13 @@ void validate_train_settings(const TrainSettings& s) {
   EMBER_CHECK(s.threads >= 0, "--threads must be >= 0");
   EMBER_CHECK(s.num_batches > 0, "--num-batches must be positive");
   validate_gpu_options(s.gpu, !s.gpus.empty());
+  if (s.cuda_graph) {
+    EMBER_CHECK(s.gpus.size() == 1, "--cuda-graph 1 replays a step on one GPU in one process: give one --gpus, got ",
+                s.gpus.size());
+    EMBER_CHECK(s.mixup_alpha == 0 && s.cutmix_alpha == 0,
+                "--cuda-graph 1 does not capture --mixup-alpha/--cutmix-alpha (each batch's mix is a host value)");
+    EMBER_CHECK(s.dropout == 0, "--cuda-graph 1 does not capture --dropout (each step's mask key is a host value)");
+  }
   EMBER_CHECK(s.data_nthreads >= 0, "--data-nthreads must be >= 0");
   EMBER_CHECK(s.precision == "fp32" || s.precision == "fp16" || s.precision == "bf16", "--precision '", s.precision,
               "': fp32, fp16 or bf16");

@@ -92,6 +92,7 @@ struct TrainSettings {
   // devices
   std::vector<int> gpus;  // one worker per listed GPU
   GpuOptions gpu;
+  bool cuda_graph = false;  // replay each training step as one CUDA graph (apps/training/step_graph.h)
   apps::DistSettings dist;
 };
 

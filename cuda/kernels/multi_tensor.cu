@@ -163,9 +163,11 @@ __device__ void sgd_chunk(const MultiTensorSlice& s, int64_t begin, int64_t end,
 }
 
 //   slices: [*]   chunks: [gridDim.x]   state: [kLossScaleStateSize] or nullptr
+//   hyper: [2] (lr, momentum) or nullptr: then lr and mom as given
 __global__ void multi_tensor_sgd_kernel(const MultiTensorSlice* slices, const MultiTensorChunk* chunks, float lr,
-                                        float mom, bool nesterov, const float* state) {
+                                        float mom, bool nesterov, const float* state, const float* hyper) {
   if (state && state[kFoundNonfinite] != 0.0f) return;  // a skipped step: nothing changes
+  if (hyper) lr = hyper[0], mom = hyper[1];
   const MultiTensorChunk ch = chunks[blockIdx.x];
   const MultiTensorSlice s = slices[ch.slice];
   if (s.half)
@@ -208,10 +210,10 @@ void unscale_gradients(const MultiTensorSlice* slices, const MultiTensorChunk* c
 }
 
 void multi_tensor_sgd(const MultiTensorSlice* slices, const MultiTensorChunk* chunks, int64_t num_chunks, double lr,
-                      double momentum, bool nesterov, const float* state, Stream stream) {
+                      double momentum, bool nesterov, const float* state, const float* hyper, Stream stream) {
   if (num_chunks <= 0) return;
   launch(multi_tensor_sgd_kernel, dim3(unsigned(num_chunks)), dim3(kMultiTensorThreads), 0, as_cuda_stream(stream),
-         slices, chunks, float(lr), float(momentum), nesterov, state);
+         slices, chunks, float(lr), float(momentum), nesterov, state, hyper);
 }
 
 void loss_scale_update(float* state, const LossScaleParams& p, Stream stream) {

@@ -45,10 +45,11 @@ void unscale_gradients(const MultiTensorSlice* slices, const MultiTensorChunk* c
 }
 
 //   slices: [*]   chunks: [num_chunks]   state: f32 [kLossScaleStateSize] or nullptr
+//   hyper: f32 [2] (lr, momentum) or nullptr
 void multi_tensor_sgd(const MultiTensorSlice* slices, const MultiTensorChunk* chunks, int64_t num_chunks, double lr,
-                      double momentum, bool nesterov, const float* state, Stream) {
+                      double momentum, bool nesterov, const float* state, const float* hyper, Stream) {
   if (state && state[kFoundNonfinite] != 0.0f) return;  // a skipped step
-  const float lr_f = float(lr), mom = float(momentum);
+  const float lr_f = hyper ? hyper[0] : float(lr), mom = hyper ? hyper[1] : float(momentum);
   parallel_for(0, num_chunks, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t c = lo; c < hi; ++c) {
       const MultiTensorChunk& ch = chunks[c];

@@ -384,3 +384,16 @@ TEST_CASE("settings: a checkpoint that does not fit at --resume says the likely 
   CHECK_NOTHROW(load_resume_checkpoint(with_meta, same));
   CHECK(checkpoint_mismatch_cause(load_safetensors(with_meta), same).empty());
 }
+
+TEST_CASE("settings: --cuda-graph 1 asks for one GPU and refuses what it cannot capture; --layout nhwc for GPUs") {
+  CHECK(Parsed({"--gpus", "0", "--cuda-graph", "1"}).s.cuda_graph);
+  CHECK(contains(error_of([] { Parsed p({"--cuda-graph", "1"}); }),
+                 "--cuda-graph 1 replays a step on one GPU in one process: give one --gpus, got 0"));
+  CHECK(contains(error_of([] { Parsed p({"--gpus", "0,1", "--cuda-graph", "1"}); }), "give one --gpus, got 2"));
+  CHECK(contains(error_of([] { Parsed p({"--gpus", "0", "--cuda-graph", "1", "--mixup-alpha", "0.2"}); }),
+                 "--cuda-graph 1 does not capture --mixup-alpha/--cutmix-alpha"));
+  CHECK(contains(error_of([] { Parsed p({"--gpus", "0", "--cuda-graph", "1", "--dropout", "0.5"}); }),
+                 "--cuda-graph 1 does not capture --dropout"));
+  CHECK(Parsed({"--gpus", "0", "--layout", "nhwc"}).s.gpu.layout == "nhwc");
+  CHECK(contains(error_of([] { Parsed p({"--layout", "nhwc"}); }), "--layout nhwc is for GPUs (add --gpus)"));
+}

@@ -15,6 +15,7 @@
 #include "ops/multi_tensor.h"
 #include "ops/ops.h"
 #include "tests/cuda/cuda_test_env.h"
+#include "tests/support/test_helpers.h"
 
 namespace {
 
@@ -304,4 +305,34 @@ TEST_CASE("cuda multi-tensor step: a ResNet learns in fp16 and bf16 on the devic
                              << " skipped steps");
     CHECK(last.item() < 0.5 * first.item());
   }
+}
+
+TEST_CASE("cuda multi-tensor step: lr and momentum read from the device give the bits of the same values as arguments" *
+          ember::testing::kNeedsCudaDevice) {
+  REQUIRE(testing::cuda_available());
+  for (const Device d : {Device::cpu(), Device::cuda(0)}) {
+    CAPTURE(d.str());
+    PlanBuffers a = make_plan(kSpecs, d, true, 5, 64.0), b = make_plan(kSpecs, d, true, 5, 64.0),
+                wrong = make_plan(kSpecs, d, true, 5, 64.0);
+    const Tensor hyper = Tensor::from_vector({0.05, 0.85}, {2}, DType::f32, d);
+    for (int step = 0; step < 2; ++step) {
+      for (PlanBuffers* p : {&a, &b, &wrong}) ops::unscale_gradients(p->plan, p->state);
+      ops::multi_tensor_sgd(a.plan, 0.05, 0.85, true, &a.state);
+      ops::multi_tensor_sgd(b.plan, 7.0, 0.3, true, &b.state, &hyper);  // the arguments are not read
+      ops::multi_tensor_sgd(wrong.plan, 7.0, 0.3, true, &wrong.state);
+    }
+    bool any_differs = false;
+    for (size_t i = 0; i < kSpecs.size(); ++i) {
+      CAPTURE(i);
+      CHECK(host(b.weights[i]) == host(a.weights[i]));
+      CHECK(host(b.momentum[i]) == host(a.momentum[i]));
+      CHECK(host(b.halves[i]) == host(a.halves[i]));
+      any_differs = any_differs || host(wrong.weights[i]) != host(a.weights[i]);
+    }
+    CHECK(any_differs);  // the arguments alone would have stepped elsewhere
+  }
+  const Tensor bad = Tensor::from_vector({0.1}, {1}, DType::f32, Device::cuda(0));
+  PlanBuffers g = make_plan(kSpecs, Device::cuda(0), true, 5, 64.0);
+  CHECK(testing::thrown_message([&] { ops::multi_tensor_sgd(g.plan, 0.1, 0.9, false, &g.state, &bad); })
+            .find("multi_tensor_sgd: the hyperparameters must be f32 [2] (lr, momentum)") != std::string::npos);
 }

@@ -142,6 +142,15 @@ TEST_CASE("memory format: the conversion's gradient converts back; mixing format
   for (double& v : want) v *= 2;
   CHECK(leaf.grad().to_double_vector() == want);
   expect_error([&] { ops::concat(y.detach(), y.detach(), 1); }, "concat: channels_last inputs are not supported");
+  expect_error([] { ops::normalize_u8(ops::to_memory_format(iota({1, 3, 2, 2}, DType::u8), MemoryFormat::channels_last),
+                                      ChannelNorm{3, {0, 0, 0}, {1, 1, 1}}, DType::f32); },
+               "normalize_u8: the image batch must be NCHW");
+  // a channels-last leaf's gradient through sum() (a broadcast value) is channels-last too
+  Tensor w = ops::to_memory_format(iota({2, 3, 2, 2}), MemoryFormat::channels_last).detach();
+  w.set_requires_grad(true);
+  ops::sum(ops::scale(w, 3.0)).backward();
+  CHECK(w.grad().is_channels_last());
+  CHECK(w.grad().to_double_vector() == std::vector<double>(24, 3.0));
 }
 
 TEST_CASE("memory format: a channels-last ResNet gives the NCHW model's logits and gradients") {
