@@ -424,11 +424,6 @@ FUZZ_CI_SECONDS ?= 10
 # timeouts and child programs; the ring and rendezvous code they drive is
 # checked in-process by the comm: tests) and the two model-zoo comparisons
 # (~17 s, building ResNet-18/50 and reading their names and shapes).
-# The emulator suite under the sanitizers leaves out the launch-counting
-# tests: each trains ResNet-50's layers several times only to count
-# launches, which the plain and the reversed-schedule runs do, and ten such
-# trainings under ASan were the longest part of the CI run (554 s of it).
-ASAN_SIM_TEST_EXCLUDE := cuda step launches*
 ASAN_TEST_EXCLUDE := integration:*,finetune_resnet: features pretrained*,torchvision parity: predict*,data-parallel: 2 and 4 ranks*,dist process:*,resnet: parameter counts match*,resnet: torchvision*state_dict names*
 # make test — the newcomer's check (at most 10 minutes on 2 cores from a
 # fresh clone): the plain tree without the emulator's profiling tools
@@ -477,7 +472,7 @@ check: deps fuzz-deps
 	@$(MAKE) --no-print-directory -j$(NPROC) BUILD=$(ASAN_BUILD) SANITIZE=1 CUDA=0 TEST_OBJ_FROM=$(BUILD) \
 	  $(ASAN_BUILD)/test_ember $(patsubst $(BUILD)/%,$(ASAN_BUILD)/%,$(APPS)) $(if $(filter 1,$(SIM)),$(ASAN_BUILD)/test_sim)
 	@$(MAKE) --no-print-directory fuzz-build
-	@bash tests/run_tests.sh $(FULL_SUITES) $(if $(filter 1,$(SIM)),"& shards=$(NPROC_BESIDE) $(ASAN_BUILD)/test_sim '-tce=$(ASAN_SIM_TEST_EXCLUDE)'") \
+	@bash tests/run_tests.sh $(FULL_SUITES) $(if $(filter 1,$(SIM)),"& shards=$(NPROC_BESIDE) $(ASAN_BUILD)/test_sim") \
 	  "$(ASAN_BUILD)/test_ember '-tce=$(ASAN_TEST_EXCLUDE)'" \
 	  $(if $(filter 1,$(SIM)),"shards=$(NPROC_BESIDE) CUDASIM_SCHEDULE=reverse $(BUILD)/test_sim") \
 	  $(TSAN_BUILD)/test_loader "bash tests/fuzz/run_fuzz.sh --build $(FUZZ_BUILD) --seconds $(FUZZ_CI_SECONDS)" \
