@@ -97,7 +97,8 @@ void device_deallocate(void* ptr, size_t nbytes) {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
   c.stats.bytes_in_use -= cls;
-  if (const auto owner = c.pool_of.find(ptr); owner != c.pool_of.end()) {
+  // (pool_of is empty unless a CUDA graph was captured: no lookup on the eager path)
+  if (const auto owner = c.pool_of.empty() ? c.pool_of.end() : c.pool_of.find(ptr); owner != c.pool_of.end()) {
     owner->second->free_blocks_[cls].push_back(ptr);  // the graph's memory stays the graph's
     return;
   }

@@ -65,10 +65,6 @@ class Descriptor {
 class TensorDesc
     : public Descriptor<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor> {
  public:
-  // Dense NCHW.
-  TensorDesc& nchw(cudnnDataType_t t, int64_t n, int64_t c, int64_t h, int64_t w) {
-    return dense(CUDNN_TENSOR_NCHW, t, n, c, h, w);
-  }
   // Dense, in format f (CUDNN_TENSOR_NHWC: channels-last); sizes are always n, c, h, w.
   TensorDesc& dense(cudnnTensorFormat_t f, cudnnDataType_t t, int64_t n, int64_t c, int64_t h, int64_t w) {
     CUDNN_CHECK(cudnnSetTensor4dDescriptor(d_, f, t, int(n), int(c), int(h), int(w)));
@@ -79,9 +75,6 @@ class TensorDesc
 class FilterDesc
     : public Descriptor<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor> {
  public:
-  FilterDesc& kcrs(cudnnDataType_t t, int64_t k, int64_t c, int64_t r, int64_t s) {
-    return dense(CUDNN_TENSOR_NCHW, t, k, c, r, s);
-  }
   // Format f: CUDNN_TENSOR_NHWC is a [K, R, S, C] filter.
   FilterDesc& dense(cudnnTensorFormat_t f, cudnnDataType_t t, int64_t k, int64_t c, int64_t r, int64_t s) {
     CUDNN_CHECK(cudnnSetFilter4dDescriptor(d_, t, f, int(k), int(c), int(r), int(s)));

@@ -98,6 +98,19 @@ __global__ void transpose_batched_kernel(const T* __restrict__ x, T* __restrict_
       }
 }
 
+// Calls f(U{}) with U the unsigned integer of dt's size: the kernels that
+// only move bits (copy_2d, transpose_batched) run once per element size.
+template <typename F>
+void with_bits(DType dt, const char* kernel, F&& f) {
+  switch (dtype_size(dt)) {
+    case 1: return f(uint8_t{});
+    case 2: return f(uint16_t{});
+    case 4: return f(uint32_t{});
+    case 8: return f(uint64_t{});
+  }
+  fail(cat("cuda ", kernel, ": unsupported dtype ", dtype_name(dt)));
+}
+
 template <typename T>
 void launch_fill(void* y, int64_t n, T value, cudaStream_t stream) {
   launch(fill_kernel<T>, dim3(blocks_for(n, kMemoryThreads)), dim3(kMemoryThreads), 0, stream, static_cast<T*>(y), n,
@@ -155,21 +168,14 @@ void copy_2d(DType dt, const void* x, int64_t ldx, void* y, int64_t ldy, int64_t
   if (rows == 0 || cols == 0) return;
   const cudaStream_t s = as_cuda_stream(stream);
   const int64_t n = rows * cols;
-  auto run = [&](auto bits) {
+  with_bits(dt, "copy_2d", [&](auto bits) {
     using T = decltype(bits);
     with_index_type(n, [&](auto index) {
       using I = decltype(index);
       launch(copy_2d_kernel<T, I>, dim3(blocks_for(n, kMemoryThreads)), dim3(kMemoryThreads), 0, s,
              static_cast<const T*>(x), ldx, static_cast<T*>(y), ldy, rows, IndexDivisor<I>(cols));
     });
-  };
-  switch (dtype_size(dt)) {
-    case 1: return run(uint8_t{});
-    case 2: return run(uint16_t{});
-    case 4: return run(uint32_t{});
-    case 8: return run(uint64_t{});
-  }
-  fail(cat("cuda copy_2d: unsupported dtype ", dtype_name(dt)));
+  });
 }
 
 // y[b, j, i] = x[b, i, j], the bits of any dtype      x: [batch, rows, cols]  y: [batch, cols, rows]
@@ -183,18 +189,11 @@ void transpose_batched(DType dt, const void* x, void* y, int64_t batch, int64_t 
                   unsigned(std::min<int64_t>(batch, 65535)));
   const dim3 block(kTransposeTile, kTransposeRows);
   const cudaStream_t s = as_cuda_stream(stream);
-  auto run = [&](auto bits) {
+  with_bits(dt, "transpose_batched", [&](auto bits) {
     using T = decltype(bits);
     launch(transpose_batched_kernel<T>, grid, block, 0, s, static_cast<const T*>(x), static_cast<T*>(y), batch,
            rows, cols);
-  };
-  switch (dtype_size(dt)) {
-    case 1: return run(uint8_t{});
-    case 2: return run(uint16_t{});
-    case 4: return run(uint32_t{});
-    case 8: return run(uint64_t{});
-  }
-  fail(cat("cuda transpose_batched: unsupported dtype ", dtype_name(dt)));
+  });
 }
 
 }  // namespace ember::cuda
