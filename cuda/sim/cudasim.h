@@ -141,7 +141,15 @@ struct KernelProfile {
   uint64_t warp_ops = 0, warp_op_lanes = 0;  // completed warp operations, and their lanes
   uint64_t dram_sectors = 0;  // distinct 32-byte sectors of global memory each launch touched, summed
   uint64_t flops = 0;         // declared by the kernel (EMBER_PROFILE_FLOPS)
-  uint64_t tensor_flops = 0;  // of wmma::mma_sync (2 M N K per warp)
+  uint64_t tensor_flops = 0;  // of wmma::mma_sync and mma.sync (2 M N K per warp)
+  uint64_t mma_syncs = 0;     // PTX mma.sync warp instructions
+  uint64_t ldmatrix_instructions = 0, ldmatrix_matrices = 0;  // warp instructions, and the 8x8 matrices they load
+  uint64_t async_copies = 0, async_copy_bytes = 0;  // cp.async, per thread
+  // The pipeline: the most committed cp.async groups one thread had in
+  // flight when it reached a cp.async.wait_group (its stages), and the most
+  // bytes one warp's lanes had in flight then (each lane's peak, summed).
+  unsigned async_groups_in_flight = 0;
+  uint64_t async_warp_bytes_in_flight = 0;
   MemoryCounts counts;
   std::vector<LineProfile> lines;  // by source line, the most units first
 };
@@ -214,6 +222,8 @@ std::string ptx_mix_line(const KernelProfile& kernel);
 namespace detail {
 void count_flops(uint64_t n) noexcept;
 void count_tensor_flops(uint64_t n) noexcept;  // wmma::mma_sync's, per lane
+void count_mma_sync(uint64_t tensor_flops) noexcept;  // one warp's mma.sync (called by lane 0)
+void count_ldmatrix(unsigned matrices) noexcept;      // one warp's ldmatrix (called by lane 0)
 
 // ---------------------------------------------------------- shared memory
 // `__shared__ T buf[N];` becomes a static local preceded by a marker:
@@ -274,6 +284,10 @@ enum WarpOpKind : int {
   kWmmaLoad,
   kWmmaStore,
   kWmmaMma,
+  // PTX's mma.sync and ldmatrix (cuda/sim/ptx_instructions.h): warp-wide
+  // exchanges of the lanes' operands, like kWmmaMma.
+  kMmaSync,
+  kLdmatrix,
 };
 // Waits until every lane in `mask` has reached a warp operation of the same
 // kind, then returns this lane's result (value bits, ballot mask, ...).
@@ -281,9 +295,28 @@ enum WarpOpKind : int {
 unsigned long long warp_op(int kind, unsigned mask, unsigned long long value, int arg, int width, const char* file,
                            unsigned line, int* pred = nullptr);
 unsigned active_mask() noexcept;
-// A warp operation of kind kWmmaMma: waits for all 32 lanes, then returns
-// the 32 lanes' `value`s, valid until the warp's next warp operation.
-const unsigned long long* wmma_exchange(unsigned long long value, const char* file, unsigned line);
+// A warp operation of kind kWmmaMma, kMmaSync or kLdmatrix: waits for all
+// 32 lanes, then returns the 32 lanes' `value`s, valid until the warp's next
+// warp operation.
+const unsigned long long* lane_exchange(int kind, unsigned long long value, const char* file, unsigned line);
+inline const unsigned long long* wmma_exchange(unsigned long long value, const char* file, unsigned line) {
+  return lane_exchange(kWmmaMma, value, file, line);
+}
+// Whether [p, p + n) lies in one __shared__ variable or in the dynamic
+// shared memory of the running block.
+bool is_shared_memory(const void* p, size_t n) noexcept;
+// cp.async (cuda/sim/async_copy.cpp): async_copy_check fails the launch
+// unless dst is shared memory and src device memory, both aligned to
+// `bytes`, and 0 <= src_bytes <= bytes; async_copy_queue then queues the
+// copy of `data` (the source's bytes, read by the caller, zero-filled) into
+// the calling thread's open group and fills dst with 0xFF until the copy
+// completes, at the cp.async.wait_group that lets its group go: the latest
+// moment PTX allows, so a read before the wait sees the 0xFF bytes.
+void async_copy_check(const void* dst, const void* src, unsigned bytes, int src_bytes, const char* file,
+                      unsigned line);
+void async_copy_queue(void* dst, const unsigned char* data, unsigned bytes);
+void async_copy_commit() noexcept;
+void async_copy_wait(unsigned pending);
 // Fails the launch: "`what`: thread (x,y,z) at file:line".
 [[noreturn]] void kernel_error(const char* what, const char* file, unsigned line);
 [[noreturn]] void trap(const char* file, unsigned line);

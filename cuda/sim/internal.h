@@ -74,6 +74,14 @@ cudaError_t capture_refuses(const char* fn, cudaStream_t stream);
 
 // The demangled name of the function at `fn` (scheduler.cpp).
 std::string function_name(const void* fn);
+// The running emulated thread's linear index in its block (scheduler.cpp).
+unsigned current_thread() noexcept;
+// ---------------------------------------------------------- async_copy.cpp
+// cp.async's queues, one per thread of the running block: emptied when a
+// block begins; at its end (profiled: whether to report the pipeline's
+// depth to the profiler) copies never waited for are dropped.
+void async_copy_block_begin(unsigned nthreads);
+void async_copy_block_end(bool profiled);
 
 // ------------------------------------------------------------ profiler.cpp
 // What the scheduler tells the profiler. profile_recording is true while a
@@ -90,5 +98,12 @@ void profile_barrier_completed();
 void profile_warp_op_completed(unsigned lanes);
 void profile_launch_end(bool ok);
 void profile_shared_variable(const unsigned char* p, size_t n);  // a __shared__ variable of a profiled kernel
+// An access the emulator makes for the running thread (a cp.async completing):
+// counted like an instrumented one at instruction `pc`.
+void profile_access(const void* addr, uint32_t size, bool write, const void* pc) noexcept;
+void profile_async_copy(uint64_t bytes) noexcept;  // one thread's cp.async
+// One block's pipeline: the most groups a thread had in flight at a wait,
+// and the most bytes a warp's lanes had in flight (each lane's peak, summed).
+void profile_async_pipeline(unsigned groups, uint64_t warp_bytes) noexcept;
 
 }  // namespace cudasim::detail

@@ -281,6 +281,13 @@ std::vector<KernelProfile> profile() {
     p.dram_sectors = k.dram_sectors;
     p.flops = k.flops;
     p.tensor_flops = k.tensor_flops;
+    p.mma_syncs = k.mma_syncs;
+    p.ldmatrix_instructions = k.ldmatrix_instructions;
+    p.ldmatrix_matrices = k.ldmatrix_matrices;
+    p.async_copies = k.async_copies;
+    p.async_copy_bytes = k.async_copy_bytes;
+    p.async_groups_in_flight = k.async_groups_in_flight;
+    p.async_warp_bytes_in_flight = k.async_warp_bytes_in_flight;
     p.threads_per_block = k.threads_per_block;
     p.dynamic_shared_bytes = k.dynamic_shared_bytes;
     p.counts = k.counts;
@@ -334,6 +341,13 @@ std::string kernel_report(const KernelProfile& k, int max_lines) {
   r += fmt("    DRAM (distinct sectors) %sB, FLOPs %s%s", detail::number(double(k.dram_sectors) * 32).c_str(),
            detail::number(double(k.flops)).c_str(), k.flops || k.tensor_flops ? "" : " (none declared)");
   r += k.tensor_flops ? fmt(", tensor-core FLOPs %s\n", detail::number(double(k.tensor_flops)).c_str()) : "\n";
+  if (k.mma_syncs || k.ldmatrix_instructions)
+    r += fmt("    mma.sync %s, ldmatrix %s (%s 8x8 matrices)\n", detail::number(double(k.mma_syncs)).c_str(),
+             detail::number(double(k.ldmatrix_instructions)).c_str(), detail::number(double(k.ldmatrix_matrices)).c_str());
+  if (k.async_copies)
+    r += fmt("    cp.async %s copies, %sB; pipeline: up to %u groups (stages) in flight per thread, %sB per warp\n",
+             detail::number(double(k.async_copies)).c_str(), detail::number(double(k.async_copy_bytes)).c_str(),
+             k.async_groups_in_flight, detail::number(double(k.async_warp_bytes_in_flight)).c_str());
   const bool counted = k.dram_sectors || k.flops || k.tensor_flops || detail::units_of(k.counts);
   r += counted ? "    estimate per launch:" : "    estimate: nothing counted (not instrumented?)";
   bool first = true;

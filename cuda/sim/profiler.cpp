@@ -343,6 +343,32 @@ void count_tensor_flops(uint64_t n) noexcept {
   if (profile_recording) prof().launch_tensor_flops += n;
 }
 
+void count_mma_sync(uint64_t tensor_flops) noexcept {
+  if (!profile_recording) return;
+  Profiler& p = prof();
+  p.launch_tensor_flops += tensor_flops;
+  if (p.cur) ++p.cur->mma_syncs;
+}
+void count_ldmatrix(unsigned matrices) noexcept {
+  if (!profile_recording) return;
+  if (Profiler& p = prof(); p.cur) {
+    ++p.cur->ldmatrix_instructions;
+    p.cur->ldmatrix_matrices += matrices;
+  }
+}
+void profile_async_copy(uint64_t bytes) noexcept {
+  if (Profiler& p = prof(); profile_recording && p.cur) {
+    ++p.cur->async_copies;
+    p.cur->async_copy_bytes += bytes;
+  }
+}
+void profile_async_pipeline(unsigned groups, uint64_t warp_bytes) noexcept {
+  if (Profiler& p = prof(); p.cur) {
+    p.cur->async_groups_in_flight = std::max(p.cur->async_groups_in_flight, groups);
+    p.cur->async_warp_bytes_in_flight = std::max(p.cur->async_warp_bytes_in_flight, warp_bytes);
+  }
+}
+
 std::vector<RecordedKernel> recorded_kernels() {
   Profiler& p = prof();
   std::lock_guard<std::mutex> lock(p.mu);
@@ -354,6 +380,10 @@ std::vector<RecordedKernel> recorded_kernels() {
 __attribute__((always_inline)) inline void record(void* addr, uint32_t size, bool write, void* pc) {
   if (!profile_recording || size == 0) return;
   prof().buffers[profile_thread].push_back(Access{uintptr_t(pc), uintptr_t(addr), size, write});
+}
+
+void profile_access(const void* addr, uint32_t size, bool write, const void* pc) noexcept {
+  record(const_cast<void*>(addr), size, write, const_cast<void*>(pc));
 }
 
 }  // namespace cudasim::detail

@@ -13,6 +13,9 @@ struct RecordedKernel {
   const void* kernel = nullptr;
   uint64_t launches = 0, blocks = 0, threads = 0, barriers = 0, warp_ops = 0, warp_op_lanes = 0;
   uint64_t dram_sectors = 0, flops = 0, tensor_flops = 0;
+  uint64_t mma_syncs = 0, ldmatrix_instructions = 0, ldmatrix_matrices = 0, async_copies = 0, async_copy_bytes = 0;
+  unsigned async_groups_in_flight = 0;       // the most, over blocks
+  uint64_t async_warp_bytes_in_flight = 0;   // the most, over blocks
   unsigned threads_per_block = 0;
   size_t dynamic_shared_bytes = 0;
   MemoryCounts counts;

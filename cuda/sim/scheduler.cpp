@@ -137,6 +137,7 @@ struct State {
   std::vector<unsigned> queue, scratch;
   unsigned q_head = 0, q_count = 0;
   unsigned char* dyn = nullptr;
+  size_t dyn_bytes = 0;
   // the block
   Thread* cur = nullptr;
   unsigned done = 0, first_exited = 0;
@@ -219,6 +220,10 @@ const char* op_name(int op) {
       return "wmma::store_matrix_sync";
     case kWmmaMma:
       return "wmma::mma_sync";
+    case kMmaSync:
+      return "mma.sync";
+    case kLdmatrix:
+      return "ldmatrix";
   }
   return "?";
 }
@@ -568,7 +573,8 @@ void complete_warp(unsigned w, unsigned lanes, const Thread* caller) {
                          tid(caller->linear).c_str(), site(caller->file, caller->line).c_str(),
                          reinterpret_cast<void*>(caller->value), caller->arg));
     }
-  if (op == kWmmaMma) {
+  const bool exchange = op == kWmmaMma || op == kMmaSync || op == kLdmatrix;
+  if (exchange) {
     for (unsigned m = lanes; m; m &= m - 1) st.warp_exchange[w][__builtin_ctz(m)] = lane[__builtin_ctz(m)].value;
   }
   unsigned ballot = 0;
@@ -596,6 +602,8 @@ void complete_warp(unsigned w, unsigned lanes, const Thread* caller) {
     case kWmmaStore:
       break;
     case kWmmaMma:
+    case kMmaSync:
+    case kLdmatrix:
       all_result = reinterpret_cast<uintptr_t>(&st.warp_exchange[w][0]);
       break;
     case kReduceAddU:
@@ -712,8 +720,9 @@ unsigned long long warp_op(int kind, unsigned mask, unsigned long long value, in
   const unsigned lanes = mask & st.warp_exist[w];  // lanes past the end of the block do not exist
   if (kind >= kWmmaLoad && (mask != 0xffffffffu || st.warp_exist[w] != 0xffffffffu))
     CUDASIM_FAIL(fmt("%s without a full warp", op_name(kind)),
-                 fmt(": thread %s at %s, in warp %u of %u lanes (wmma needs all 32 lanes of a warp)",
-                     tid(t->linear).c_str(), site(file, line).c_str(), w, unsigned(__builtin_popcount(st.warp_exist[w]))));
+                 fmt(": thread %s at %s, in warp %u of %u lanes (%s needs all 32 lanes of a warp)",
+                     tid(t->linear).c_str(), site(file, line).c_str(), w, unsigned(__builtin_popcount(st.warp_exist[w])),
+                     kind >= kMmaSync ? op_name(kind) : "wmma"));
   if (const unsigned gone = lanes & st.warp_exited[w])
     CUDASIM_FAIL(fmt("%s waits for exited lanes", op_name(kind)),
                  fmt(": thread %s at %s with mask 0x%08x, but thread %s has already exited", tid(t->linear).c_str(),
@@ -728,10 +737,11 @@ unsigned long long warp_op(int kind, unsigned mask, unsigned long long value, in
   return t->result;
 }
 
-const unsigned long long* wmma_exchange(unsigned long long value, const char* file, unsigned line) {
-  return reinterpret_cast<const unsigned long long*>(
-      uintptr_t(warp_op(kWmmaMma, 0xffffffffu, value, 0, 32, file, line)));
+const unsigned long long* lane_exchange(int kind, unsigned long long value, const char* file, unsigned line) {
+  return reinterpret_cast<const unsigned long long*>(uintptr_t(warp_op(kind, 0xffffffffu, value, 0, 32, file, line)));
 }
+
+unsigned current_thread() noexcept { return st.cur->linear; }
 
 void kernel_error(const char* what, const char* file, unsigned line) {
   if (!t_in_launch) fatal(fmt("cudasim: %s at %s (outside a kernel)", what, site(file, line).c_str()));
@@ -970,6 +980,22 @@ void fill_shared(SharedMark* mark) noexcept {
   for (SharedMark* m : it->second->marks) m->epoch = shared_epoch;
 }
 
+bool is_shared_memory(const void* p, size_t n) noexcept {
+  const uintptr_t a = uintptr_t(p);
+  if (st.dyn && a >= uintptr_t(st.dyn) && a + n <= uintptr_t(st.dyn) + st.dyn_bytes) return true;
+  // Every __shared__ variable the symbol table holds, by start (built once).
+  static const std::map<uintptr_t, uintptr_t>* vars = [] {
+    auto* m = new std::map<uintptr_t, uintptr_t>;  // never destroyed
+    for (auto& [prefix, fn] : symbols().by_prefix)
+      for (auto& [v, size] : fn->vars) m->emplace(uintptr_t(v), uintptr_t(v) + size);
+    return m;
+  }();
+  auto it = vars->upper_bound(a);
+  if (it == vars->begin()) return false;
+  --it;
+  return a >= it->first && a + n <= it->second;
+}
+
 // ------------------------------------------------------------------ launch
 namespace {
 
@@ -1061,6 +1087,7 @@ void launch_impl(void (*run)(void*), void* ctx, const void* kernel, dim3 grid, d
   configure_from_environment();
   scan_symbols();
   st.dyn = static_cast<unsigned char*>(std::malloc(smem));  // exactly smem bytes: ASan sees overruns
+  st.dyn_bytes = smem;
   if (smem && !st.dyn) {
     set_error(cudaErrorMemoryAllocation, fmt("cudasim: cannot allocate %zu bytes of dynamic shared memory", smem));
     return;
@@ -1110,7 +1137,9 @@ void launch_impl(void (*run)(void*), void* ctx, const void* kernel, dim3 grid, d
         st.failed = false;
         ++shared_epoch;
         if (smem) std::memset(st.dyn, 0xff, smem);
+        async_copy_block_begin(st.nthreads);
         ok = run_block();
+        async_copy_block_end(profiled && ok);
         ++st.stats.blocks;
         st.stats.threads += st.done;
         if (profiled && ok) profile_block_end(st.done);
@@ -1119,6 +1148,7 @@ void launch_impl(void (*run)(void*), void* ctx, const void* kernel, dim3 grid, d
   st.stats.last_launch_peak_fibers = st.peak_in_use;
   std::free(st.dyn);
   st.dyn = nullptr;
+  st.dyn_bytes = 0;
   st.cur = nullptr;
   t_in_launch = false;
   if (!ok) {

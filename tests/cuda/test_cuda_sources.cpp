@@ -5,7 +5,9 @@
 // - dynamic shared memory only through EMBER_DYNAMIC_SHARED (no other
 //   `extern __shared__`);
 // - kernels have no __CUDA_ARCH__ branches and no inline PTX: the emulator
-//   could not run them.
+//   could not run them. The one exception is cuda/ptx_instructions.cuh,
+//   whose every instruction has its emulator twin in
+//   cuda/sim/ptx_instructions.h.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -72,7 +74,7 @@ TEST_CASE("cuda sources: one launch site, one dynamic shared memory macro, no ar
       ++cu_files;
       for (int line : lines_of(text, arch)) FAIL_CHECK(path << ":" << line << ": " << arch << " branch in a kernel source");
       for (const char* asm_kw : {"asm(", "asm volatile", "__asm__"})
-        for (int line : lines_of(text, asm_kw)) FAIL_CHECK(path << ":" << line << ": inline assembly in a kernel source");
+        for (int line : path == "cuda/ptx_instructions.cuh" ? std::vector<int>{} : lines_of(text, asm_kw)) FAIL_CHECK(path << ":" << line << ": inline assembly in a kernel source");
     }
   }
   CHECK(cu_files >= 3);

@@ -6,6 +6,7 @@
 #include "tests/sim/profiler_kernels.h"
 
 #include "cuda/common.cuh"
+#include "cuda/ptx_instructions.cuh"
 
 namespace profiler_kernels {
 namespace {
@@ -64,6 +65,36 @@ __global__ void shared_float4_kernel(float* y) {
   ember::cuda::store_vec4(y + 4 * lane, make_float4(a.x + b.y, a.y + c.z, a.z, a.w));
 }
 
+// out: [32]; shared rows: [32, 64] 16-bit values
+__global__ void ldmatrix_rows_kernel(unsigned* out, int row_stride) {
+  __shared__ __align__(16) uint16_t rows[32 * 64];
+  for (int i = int(threadIdx.x); i < 32 * 64; i += 32) rows[i] = uint16_t(i);
+  __syncthreads();
+  uint32_t r[4];
+  ember::cuda::ptx::ldmatrix<4>(r, rows + threadIdx.x * unsigned(row_stride));
+  out[threadIdx.x] = r[0] ^ r[1] ^ r[2] ^ r[3];
+}
+
+// x, y: [8, 32, 4] floats; shared: Stages buffers of [32, 4]
+template <int Stages>
+__global__ void cp_async_stages_kernel(const float* x, float* y) {
+  namespace ptx = ember::cuda::ptx;
+  __shared__ __align__(16) float buffers[Stages][32 * 4];
+  const int lane = int(threadIdx.x), tiles = 8;
+  const auto issue = [&](int tile) {
+    if (tile < tiles) ptx::cp_async<16>(&buffers[tile % Stages][lane * 4], x + (tile * 32 + lane) * 4);
+    ptx::cp_async_commit();
+  };
+  for (int s = 0; s < Stages - 1; ++s) issue(s);
+  for (int tile = 0; tile < tiles; ++tile) {
+    ptx::cp_async_wait<Stages - 2>();
+    __syncthreads();
+    issue(tile + Stages - 1);
+    for (int k = 0; k < 4; ++k) y[(tile * 32 + lane) * 4 + k] = buffers[tile % Stages][lane * 4 + k];
+  }
+  ptx::cp_async_wait<0>();
+}
+
 // x, y: [threads]
 __global__ void half_warp_kernel(const float* x, float* y, int threads) {
   const unsigned i = blockIdx.x * blockDim.x + threadIdx.x, lane = threadIdx.x & 31;
@@ -99,6 +130,17 @@ void shared_transpose(const float* x, float* y, bool padded) {
 }
 void shared_double_stride2(double* y) {
   ember::cuda::launch(shared_double_stride2_kernel, dim3(1), dim3(32), 0, nullptr, y);
+}
+void ldmatrix_rows(unsigned* out, int row_stride) {
+  ember::cuda::launch(ldmatrix_rows_kernel, dim3(1), dim3(32), 0, nullptr, out, row_stride);
+}
+void cp_async_stages(const float* x, float* y, int stages) {
+  if (stages == 2)
+    ember::cuda::launch(cp_async_stages_kernel<2>, dim3(1), dim3(32), 0, nullptr, x, y);
+  else if (stages == 3)
+    ember::cuda::launch(cp_async_stages_kernel<3>, dim3(1), dim3(32), 0, nullptr, x, y);
+  else
+    ember::cuda::launch(cp_async_stages_kernel<4>, dim3(1), dim3(32), 0, nullptr, x, y);
 }
 void shared_float4(float* y) { ember::cuda::launch(shared_float4_kernel, dim3(1), dim3(32), 0, nullptr, y); }
 void half_warp(const float* x, float* y, int threads) {

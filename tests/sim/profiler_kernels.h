@@ -32,4 +32,13 @@ void half_warp(const float* x, float* y, int threads);
 // local array (the thread's stack here: registers on a GPU, not counted).
 void copy_through_registers(const float* x, float* y, int blocks);
 
+// One ldmatrix x4 by one warp, lane l giving shared row l at l * row_stride
+// 16-bit values (row_stride a multiple of 8). A GPU serves it in 4 phases of
+// 8 rows: row_stride 8 (rows packed) is 4 wavefronts; row_stride 64 puts
+// the 8 rows of a phase 128 bytes apart, on the same 4 banks: 32. out: [32].
+void ldmatrix_rows(unsigned* out, int row_stride);
+// A cp.async pipeline of `stages` (2 to 4) buffers in one warp: 8 tiles of
+// 32 copies of 16 bytes from x, each copied on to y. x, y: [8 * 32 * 4].
+void cp_async_stages(const float* x, float* y, int stages);
+
 }  // namespace profiler_kernels

@@ -231,6 +231,44 @@ TEST_CASE("cudasim profiler: the thread's own stack is not memory traffic; the e
   CHECK(est[0].seconds == doctest::Approx(double(n) * 8 / 3350e9).epsilon(1e-6));
 }
 
+TEST_CASE("cudasim profiler: ldmatrix rows are 16-byte accesses served 8 a wavefront; rows on the same banks conflict" *
+          kInstrumented) {
+  Device<unsigned> out(32);
+  for (const auto& c : {std::pair{8, 4}, std::pair{16, 8}, std::pair{64, 32}}) {
+    CAPTURE(c.first);
+    Profiling on;
+    profiler_kernels::ldmatrix_rows(out.p, c.first);
+    const auto k = kernel_named("ldmatrix_rows_kernel");
+    CHECK(k.ldmatrix_instructions == 1);
+    CHECK(k.ldmatrix_matrices == 4);
+    CHECK(k.counts.shared_load.requests == 1);
+    CHECK(k.counts.shared_load.units == uint64_t(c.second));  // wavefronts
+    CHECK(k.counts.shared_load.ideal_units == 4);
+    CHECK(cudasim::kernel_report(k, 0).find("ldmatrix 1 (4 8x8 matrices)") != std::string::npos);
+  }
+}
+
+TEST_CASE("cudasim profiler: cp.async copies, their bytes, and the pipeline's stages in flight" * kInstrumented) {
+  Device<float> x(8 * 32 * 4), y(8 * 32 * 4);
+  for (int stages : {2, 3, 4}) {
+    CAPTURE(stages);
+    Profiling on;
+    profiler_kernels::cp_async_stages(x.p, y.p, stages);
+    const auto k = kernel_named("cp_async_stages_kernel");
+    CHECK(k.async_copies == 8 * 32);
+    CHECK(k.async_copy_bytes == 8 * 32 * 16);
+    CHECK(k.async_groups_in_flight == unsigned(stages - 1));
+    CHECK(k.async_warp_bytes_in_flight == uint64_t(32 * 16 * (stages - 1)));
+    // The copies' global reads (16 bytes a lane: 16 sectors a request) and
+    // shared writes, 8 tiles each.
+    CHECK(k.counts.global_load.requests == 8);
+    CHECK(k.counts.global_load.units == 8 * 16);
+    CHECK(k.counts.shared_store.requests == 8);
+    CHECK(cudasim::kernel_report(k, 0).find("up to " + std::to_string(stages - 1) + " groups (stages) in flight") !=
+          std::string::npos);
+  }
+}
+
 TEST_CASE("cudasim profiler: nothing is counted while profiling is off" * kInstrumented) {
   Device<float> x(32), y(32);
   cudasim::set_profiling(false);
