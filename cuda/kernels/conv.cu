@@ -49,6 +49,7 @@
 
 #include "cuda/allocator.h"
 #include "cuda/cuda_kernels.h"
+#include "cuda/kernels/conv_mma.h"
 #include "cuda/kernels/conv_operands.cuh"
 #include "cuda/kernels/fast_divmod.cuh"
 #include "cuda/kernels/gemm.cuh"
@@ -350,6 +351,10 @@ void col2im(DType dt, const Conv2dGeometry& g, const void* col, void* x, Stream 
 }
 
 void conv2d_forward(DType dt, const Conv2dGeometry& g, const void* x, const void* w, void* y, Stream stream) {
+  if (conv_mma_supports(dt, g)) {
+    conv2d_forward_mma(dt, g, x, w, y, stream);
+    return;
+  }
   dispatch_conv(dt, conv_max_elems(g), "conv2d_forward", [&](auto t, auto i) {
     using T = decltype(t);
     using I = decltype(i);
@@ -363,6 +368,10 @@ void conv2d_forward(DType dt, const Conv2dGeometry& g, const void* x, const void
 
 void conv2d_backward_data(DType dt, const Conv2dGeometry& g, const void* gy, const void* w, void* gx,
                           Stream stream) {
+  if (conv_mma_supports_backward_data(dt, g)) {
+    conv2d_backward_data_mma(dt, g, gy, w, gx, stream);
+    return;
+  }
   dispatch_conv(dt, conv_max_elems(g), "conv2d_backward_data", [&](auto t, auto i) {
     using T = decltype(t);
     using I = decltype(i);
@@ -381,6 +390,10 @@ void conv2d_backward_data(DType dt, const Conv2dGeometry& g, const void* gy, con
 
 void conv2d_backward_filter(DType dt, const Conv2dGeometry& g, const void* x, const void* gy, void* gw,
                             Stream stream) {
+  if (conv_mma_supports(dt, g)) {
+    conv2d_backward_filter_mma(dt, g, x, gy, gw, stream);
+    return;
+  }
   dispatch_conv(dt, conv_max_elems(g), "conv2d_backward_filter", [&](auto t, auto i) {
     using T = decltype(t);
     using I = decltype(i);

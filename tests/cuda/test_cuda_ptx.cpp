@@ -58,6 +58,8 @@ struct Kernel {
   int divisions_in_loops = 0;
   std::string first;         // the first such instruction
   int mma = 0;               // tensor-core instructions (wmma.mma.sync, mma.sync)
+  int ldmatrix = 0, cp_async = 0, cp_async_wait = 0;
+  int divisions = 0;         // div/rem anywhere in the kernel
 };
 
 // Every .entry of a PTX file with the div/rem instructions inside its loops.
@@ -79,7 +81,15 @@ std::vector<Kernel> kernels_of(const std::string& ptx) {
     for (size_t i = 0; i < body.size(); ++i)
       if (body[i].find("bra") != std::string::npos && std::regex_search(body[i], m, branch))
         if (auto it = labels.find(m[1]); it != labels.end() && it->second < i) loops.emplace_back(it->second, i);
-    for (const std::string& line : body) out.back().mma += line.find("mma.sync") != std::string::npos;
+    for (const std::string& line : body) {
+      Kernel& k = out.back();
+      k.mma += line.find("mma.sync") != std::string::npos;
+      k.ldmatrix += line.find("ldmatrix.sync") != std::string::npos;
+      k.cp_async += line.find("cp.async.c") != std::string::npos;  // cp.async.ca / cp.async.cg
+      k.cp_async_wait += line.find("cp.async.wait_group") != std::string::npos;
+      k.divisions += (line.find("div.") != std::string::npos || line.find("rem.") != std::string::npos) &&
+                     std::regex_search(line, division);
+    }
     for (size_t i = 0; i < body.size(); ++i) {
       const std::string& line = body[i];
       if (line.find("div.") == std::string::npos && line.find("rem.") == std::string::npos) continue;
@@ -97,7 +107,9 @@ std::vector<Kernel> kernels_of(const std::string& ptx) {
     std::smatch m;
     if (line.find(".entry") != std::string::npos && std::regex_search(line, m, entry)) {
       finish();
-      out.push_back({demangle(m[1]), 0, "", 0});
+      Kernel k;
+      k.name = demangle(m[1]);
+      out.push_back(k);
     } else if (!out.empty()) {
       body.push_back(line);
     }
@@ -177,4 +189,22 @@ TEST_CASE("cuda ptx: f16 and bf16 GEMMs and convolutions multiply on the tensor 
     CHECK(tensor_bf16 > 0);
     CHECK(fp32 > 0);  // f32 (and 16-bit with the tensor cores switched off)
   }
+}
+
+TEST_CASE("cuda ptx: the channels-last tensor-core convolution is mma.sync fed by ldmatrix and cp.async, and never divides" *
+          kNeedsPtx) {
+  const fs::path path = ptx_dir() / "cuda/kernels/conv_mma.ptx";
+  REQUIRE_MESSAGE(fs::exists(path), path.string() << " is missing: the build kept no PTX");
+  int kernels = 0;
+  for (const Kernel& k : kernels_of(read(path))) {
+    if (k.name.find("conv_mma_") == std::string::npos) continue;  // not the filter gradient's slice sum
+    CAPTURE(k.name.substr(0, 200));
+    ++kernels;
+    CHECK(k.mma > 0);
+    CHECK(k.ldmatrix > 0);
+    CHECK(k.cp_async > 0);
+    CHECK(k.cp_async_wait > 0);
+    CHECK(k.divisions == 0);
+  }
+  CHECK(kernels >= 12);  // three passes (the filter gradient storing 16-bit or f32 slices), f16 and bf16, two tiles
 }

@@ -1,0 +1,451 @@
+// cuda/kernels/conv_mma.cu — the tensor-core convolutions for channels-last
+// 16-bit tensors: implicit GEMMs on mma.sync, fed by a multistage cp.async
+// pipeline and ldmatrix from swizzled shared memory (cuda/kernels/mma_tile.cuh,
+// cuda/ptx_instructions.cuh). conv.cu hands them the convolutions they take
+// (conv_mma_supports) and keeps its scalar path for the rest.
+//
+//   forward          y [N*P*Q, K] = col(x) [N*P*Q, R*S*C] * w^T [R*S*C, K]
+//                    A: x gathered, K-major (a row per output pixel, 8
+//                    channels of one tap per 16-byte chunk); B: w as stored
+//                    [K, R*S*C], K-major.
+//   backward data    gx [N*H*W, C] = g(gy) [N*H*W, R*S*K] * w' [R*S*K, C]
+//   (stride 1)       A(m = (n, h, w), (r, s, k)) = gy[n, h + ph - r, w + pw - s, k]
+//                    (0 outside gy), K-major; B((r, s, k), c) = w[k, r, s, c],
+//                    MN-major (its rows are filter taps, its chunks input
+//                    channels). Strided data gradients stay on conv.cu's
+//                    per-phase GEMMs.
+//   backward filter  gw [K, R*S*C] = gy^T [K, N*P*Q] * col(x) [N*P*Q, R*S*C]
+//                    A: gy as stored, MN-major (rows are output pixels);
+//                    B: x gathered, MN-major. The reduction (N*P*Q) is long
+//                    and the output small, so it is split over grid.z into
+//                    f32 partials that a second kernel adds in slice order
+//                    (deterministic, no atomics).
+//   x: [N, H, W, C]  w: [K, R, S, C]  y, gy: [N, P, Q, K]
+//
+// How a block works (BM x BN outputs, 32 reduction values a step):
+// - prologue, once per thread: the rows and chunks it copies are decoded
+//   (output pixel to image offset and top-left tap; a filter column to its
+//   tap and channel); afterwards every position advances by adding 32 and
+//   carrying (c into s into r, or q into p into n), so no loop divides
+//   (tests/cuda/test_cuda_ptx.cpp reads the PTX);
+// - main loop: kStages shared-memory stages in a ring; step t is copied with
+//   16-byte cp.async (zero-filled where it falls outside the tensors) into
+//   stage t % kStages, one commit group per step, and computed after
+//   cp.async.wait_group kStages - 2 and a barrier, so kStages - 1 steps of
+//   copies are in flight while the tensor cores work;
+// - each warp loads its fragments with ldmatrix (.trans for MN-major tiles)
+//   and runs mma.sync m16n8k16 with f32 accumulators (mma_tile.cuh);
+// - epilogue: each lane holds pairs of adjacent output columns, which are
+//   adjacent in memory in all three passes: one 4-byte store per pair,
+//   rounded once from f32.
+#include "cuda/common.cuh"
+
+#include <algorithm>
+
+#include "cuda/allocator.h"
+#include "cuda/cuda_kernels.h"
+#include "cuda/kernels/conv_mma.h"
+#include "cuda/kernels/conv_operands.cuh"
+#include "cuda/kernels/fast_divmod.cuh"
+#include "cuda/kernels/mma_tile.cuh"
+
+namespace ember::cuda {
+namespace {
+
+// Advances a reduction position (outer, inner, c) by `step` values of c,
+// carrying into inner (of extent inner_n) and outer; stops once outer
+// reaches outer_n (past the end). C may be smaller than the step.
+__device__ __forceinline__ void advance_tap(int& outer, int& inner, int& c, int step, int C, int inner_n, int outer_n) {
+  c += step;
+  while (c >= C && outer < outer_n) {
+    c -= C;
+    if (++inner == inner_n) inner = 0, ++outer;
+  }
+}
+
+// Accumulators to zero.
+template <typename Cfg>
+__device__ __forceinline__ void zero(float (&acc)[Cfg::kFragM][Cfg::kFragN][4]) {
+  EMBER_UNROLL
+  for (int i = 0; i < Cfg::kFragM; ++i) {
+    EMBER_UNROLL
+    for (int j = 0; j < Cfg::kFragN; ++j) {
+      EMBER_UNROLL
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+    }
+  }
+}
+
+// The pipelined main loop over steps [first, last): copy(stage, step) issues
+// one step's cp.async copies (in step order: each call advances the
+// caller's positions), then the warps multiply.
+template <typename T, typename Cfg, bool AKMajor, bool BKMajor, typename Copy>
+__device__ __forceinline__ void main_loop(float (&acc)[Cfg::kFragM][Cfg::kFragN][4], unsigned char* stages, int first,
+                                          int last, Copy&& copy) {
+  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
+  const int warp_m = (warp % Cfg::kWarpsM) * Cfg::kWarpM, warp_n = (warp / Cfg::kWarpsM) * Cfg::kWarpN;
+  const int steps = last - first;
+  EMBER_UNROLL
+  for (int s = 0; s < Cfg::kStages - 1; ++s) {
+    if (s < steps) copy(s, first + s);
+    ptx::cp_async_commit();
+  }
+  EMBER_NO_UNROLL
+  for (int t = 0; t < steps; ++t) {
+    ptx::cp_async_wait<Cfg::kStages - 2>();  // this thread's copies of step t have landed
+    __syncthreads();                          // everyone's; and the stage of step t - 1 is free
+    const int next = t + Cfg::kStages - 1;
+    if (next < steps) copy(next % Cfg::kStages, first + next);
+    ptx::cp_async_commit();
+    const unsigned char* a_tile = stages + (t % Cfg::kStages) * Cfg::kStageBytes;
+    warp_step<T, Cfg, AKMajor, BKMajor>(acc, a_tile, a_tile + Cfg::kABytes, warp_m, warp_n, lane);
+  }
+  ptx::cp_async_wait<0>();
+}
+
+// acc to out[row * ld + col] for the block's rows m0.. and columns n0..
+// (rows < M, columns < N; N even, so a pair is inside or outside whole).
+template <typename Cfg, typename Out>
+__device__ __forceinline__ void store_tile(const float (&acc)[Cfg::kFragM][Cfg::kFragN][4], Out* out, int64_t ld,
+                                           int m0, int n0, int M, int N) {
+  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
+  const int warp_m = (warp % Cfg::kWarpsM) * Cfg::kWarpM, warp_n = (warp / Cfg::kWarpsM) * Cfg::kWarpN;
+  const int g = lane >> 2, t = lane & 3;  // lane holds rows g, g + 8 and columns 2t, 2t + 1 of each piece
+  EMBER_UNROLL
+  for (int i = 0; i < Cfg::kFragM; ++i) {
+    EMBER_UNROLL
+    for (int half = 0; half < 2; ++half) {
+      const int m = m0 + warp_m + i * 16 + g + half * 8;
+      if (m >= M) continue;
+      Out* row = out + int64_t(m) * ld;
+      EMBER_UNROLL
+      for (int j = 0; j < Cfg::kFragN; ++j) {
+        const int n = n0 + warp_n + j * 8 + 2 * t;
+        if (n < N) store_pair(row + n, acc[i][j][2 * half], acc[i][j][2 * half + 1]);
+      }
+    }
+  }
+}
+
+// ------------------------------------------------------------------ forward
+// y [N*P*Q, K] = gather(x) [N*P*Q, R*S*C] * w^T.   x: [N, H, W, C]  w: [K, R, S, C]  y: [N, P, Q, K]
+template <typename T, typename Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads) conv_mma_forward_kernel(ConvDims<int32_t> d, const T* x, const T* w,
+                                                                          T* y) {
+  EMBER_DYNAMIC_SHARED(unsigned char, stages);
+  const int tid = int(threadIdx.x);
+  const int M = d.N * d.P * d.Q, Kred = d.R * d.S * d.C;
+  const int m0 = int(blockIdx.x) * Cfg::BM, n0 = int(blockIdx.y) * Cfg::BN;
+  // This thread copies chunk `chunk` of rows row0 + i * kRowStep of both tiles.
+  constexpr int kRowStep = Cfg::kThreads / 4;
+  const int chunk = tid & 3, row0 = tid >> 2;
+  int64_t a_image[Cfg::kChunksPerThreadA];  // n*H*W*C, or -1 past the last output pixel
+  int a_h[Cfg::kChunksPerThreadA], a_w[Cfg::kChunksPerThreadA];
+  EMBER_UNROLL
+  for (int i = 0; i < Cfg::kChunksPerThreadA; ++i) {
+    const int m = m0 + row0 + i * kRowStep;
+    int n = 0, pq = 0, p = 0, q = 0;
+    if (m < M) {
+      d.by_PQ.divmod(m, n, pq);
+      d.by_Q.divmod(pq, p, q);
+    }
+    a_image[i] = m < M ? int64_t(n) * d.H * d.W * d.C : -1;
+    a_h[i] = p * d.sh - d.ph;
+    a_w[i] = q * d.sw - d.pw;
+  }
+  int tap_r = 0, tap_s = 0, tap_c = 0;  // the reduction position of this thread's chunk
+  advance_tap(tap_r, tap_s, tap_c, chunk * 8, d.C, d.S, d.R);
+  int b_k = chunk * 8;  // the same, as an index into a filter row
+
+  const auto copy = [&](int stage, int) {
+    unsigned char* a_tile = stages + stage * Cfg::kStageBytes;
+    unsigned char* b_tile = a_tile + Cfg::kABytes;
+    EMBER_UNROLL
+    for (int i = 0; i < Cfg::kChunksPerThreadA; ++i) {
+      const int h = a_h[i] + tap_r, wc = a_w[i] + tap_s;
+      const bool inside = a_image[i] >= 0 && tap_r < d.R && h >= 0 && h < d.H && wc >= 0 && wc < d.W;
+      const T* src = inside ? x + a_image[i] + (int64_t(h) * d.W + wc) * d.C + tap_c : x;
+      ptx::cp_async<16>(a_tile + k_major_offset(row0 + i * kRowStep, chunk), src, inside ? 16 : 0);
+    }
+    EMBER_UNROLL
+    for (int i = 0; i < Cfg::kChunksPerThreadB; ++i) {
+      const int k = n0 + row0 + i * kRowStep;
+      const bool inside = k < d.K && b_k < Kred;
+      ptx::cp_async<16>(b_tile + k_major_offset(row0 + i * kRowStep, chunk), inside ? w + int64_t(k) * Kred + b_k : w,
+                        inside ? 16 : 0);
+    }
+    advance_tap(tap_r, tap_s, tap_c, Cfg::kStepValues, d.C, d.S, d.R);
+    b_k += Cfg::kStepValues;
+  };
+  float acc[Cfg::kFragM][Cfg::kFragN][4];
+  zero<Cfg>(acc);
+  main_loop<T, Cfg, true, true>(acc, stages, 0, (Kred + Cfg::kStepValues - 1) / Cfg::kStepValues, copy);
+  store_tile<Cfg>(acc, y, d.K, m0, n0, M, d.K);
+}
+
+// ----------------------------------------------------- backward data, stride 1
+// gx [N*H*W, C] = gather(gy) [N*H*W, R*S*K] * w' [R*S*K, C].   gy: [N, P, Q, K]  w: [K, R, S, C]  gx: [N, H, W, C]
+template <typename T, typename Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads) conv_mma_backward_data_kernel(ConvDims<int32_t> d, const T* gy,
+                                                                                const T* w, T* gx) {
+  EMBER_DYNAMIC_SHARED(unsigned char, stages);
+  const int tid = int(threadIdx.x);
+  const int M = d.N * d.H * d.W, Kred = d.R * d.S * d.K;
+  const int m0 = int(blockIdx.x) * Cfg::BM, n0 = int(blockIdx.y) * Cfg::BN;
+  // A (K-major): chunk `a_chunk` of rows a_row0 + i * kARowStep.
+  constexpr int kARowStep = Cfg::kThreads / 4;
+  const int a_chunk = tid & 3, a_row0 = tid >> 2;
+  int64_t a_image[Cfg::kChunksPerThreadA];  // n*P*Q*K, or -1 past the last input pixel
+  int a_h[Cfg::kChunksPerThreadA], a_w[Cfg::kChunksPerThreadA];  // h + ph, w + pw: gy's row is a_h - r
+  EMBER_UNROLL
+  for (int i = 0; i < Cfg::kChunksPerThreadA; ++i) {
+    const int m = m0 + a_row0 + i * kARowStep;
+    int n = 0, hw = 0, h = 0, wc = 0;
+    if (m < M) {
+      d.by_H.divmod(m, n, hw);  // by_H holds H*W here (see launch_backward_data)
+      d.by_W.divmod(hw, h, wc);
+    }
+    a_image[i] = m < M ? int64_t(n) * d.P * d.Q * d.K : -1;
+    a_h[i] = h + d.ph;
+    a_w[i] = wc + d.pw;
+  }
+  int a_r = 0, a_s = 0, a_k = 0;
+  advance_tap(a_r, a_s, a_k, a_chunk * 8, d.K, d.S, d.R);
+  // B (MN-major, rows = reduction (r, s, k), chunks along c): chunk b_chunk of
+  // rows b_row0 + j * kBRowStep, each with its own reduction position.
+  constexpr int kBChunksPerRow = Cfg::BN / 8, kBRowStep = Cfg::kThreads / kBChunksPerRow;
+  const int b_chunk = tid % kBChunksPerRow, b_row0 = tid / kBChunksPerRow;
+  const int c = n0 + b_chunk * 8;
+  int b_r[Cfg::kChunksPerThreadB], b_s[Cfg::kChunksPerThreadB], b_k[Cfg::kChunksPerThreadB];
+  EMBER_UNROLL
+  for (int j = 0; j < Cfg::kChunksPerThreadB; ++j) {
+    b_r[j] = b_s[j] = b_k[j] = 0;
+    advance_tap(b_r[j], b_s[j], b_k[j], b_row0 + j * kBRowStep, d.K, d.S, d.R);
+  }
+
+  const auto copy = [&](int stage, int) {
+    unsigned char* a_tile = stages + stage * Cfg::kStageBytes;
+    unsigned char* b_tile = a_tile + Cfg::kABytes;
+    EMBER_UNROLL
+    for (int i = 0; i < Cfg::kChunksPerThreadA; ++i) {
+      const int p = a_h[i] - a_r, q = a_w[i] - a_s;
+      const bool inside = a_image[i] >= 0 && a_r < d.R && p >= 0 && p < d.P && q >= 0 && q < d.Q;
+      const T* src = inside ? gy + a_image[i] + (int64_t(p) * d.Q + q) * d.K + a_k : gy;
+      ptx::cp_async<16>(a_tile + k_major_offset(a_row0 + i * kARowStep, a_chunk), src, inside ? 16 : 0);
+    }
+    EMBER_UNROLL
+    for (int j = 0; j < Cfg::kChunksPerThreadB; ++j) {
+      const bool inside = b_r[j] < d.R && c < d.C;
+      const T* src = inside ? w + ((int64_t(b_k[j]) * d.R + b_r[j]) * d.S + b_s[j]) * d.C + c : w;
+      ptx::cp_async<16>(b_tile + mn_major_offset<Cfg::BN>(b_row0 + j * kBRowStep, b_chunk), src, inside ? 16 : 0);
+      advance_tap(b_r[j], b_s[j], b_k[j], Cfg::kStepValues, d.K, d.S, d.R);
+    }
+    advance_tap(a_r, a_s, a_k, Cfg::kStepValues, d.K, d.S, d.R);
+  };
+  float acc[Cfg::kFragM][Cfg::kFragN][4];
+  zero<Cfg>(acc);
+  main_loop<T, Cfg, true, false>(acc, stages, 0, (Kred + Cfg::kStepValues - 1) / Cfg::kStepValues, copy);
+  store_tile<Cfg>(acc, gx, d.C, m0, n0, M, d.C);
+}
+
+// ----------------------------------------------------------- backward filter
+// gw [K, R*S*C] (or f32 slice z of it) = gy^T [K, N*P*Q] * gather(x) [N*P*Q, R*S*C]
+// over the steps of slice z.   x: [N, H, W, C]  gy: [N, P, Q, K]
+template <typename T, typename Cfg, typename Out>
+__global__ void __launch_bounds__(Cfg::kThreads) conv_mma_backward_filter_kernel(ConvDims<int32_t> d, const T* x,
+                                                                                  const T* gy, int steps_per_slice,
+                                                                                  Out* out) {
+  EMBER_DYNAMIC_SHARED(unsigned char, stages);
+  const int tid = int(threadIdx.x);
+  const int RSC = d.R * d.S * d.C, NPQ = d.N * d.P * d.Q;
+  const int m0 = int(blockIdx.x) * Cfg::BM, n0 = int(blockIdx.y) * Cfg::BN;
+  const int steps = (NPQ + Cfg::kStepValues - 1) / Cfg::kStepValues;
+  const int first = int(blockIdx.z) * steps_per_slice;
+  const int last = first + steps_per_slice < steps ? first + steps_per_slice : steps;
+  // A (MN-major, rows = output pixels, chunks along k): chunk a_chunk of rows a_row0 + i * kARowStep.
+  constexpr int kAChunksPerRow = Cfg::BM / 8, kARowStep = Cfg::kThreads / kAChunksPerRow;
+  const int a_chunk = tid % kAChunksPerRow, a_row0 = tid / kAChunksPerRow;
+  const int k = m0 + a_chunk * 8;
+  int a_npq = first * Cfg::kStepValues + a_row0;  // of row a_row0; row i is kARowStep further
+  // B (MN-major, rows = output pixels, chunks along (r, s, c)): the chunk's tap, decoded once.
+  constexpr int kBChunksPerRow = Cfg::BN / 8, kBRowStep = Cfg::kThreads / kBChunksPerRow;
+  const int b_chunk = tid % kBChunksPerRow, b_row0 = tid / kBChunksPerRow;
+  const int rsc = n0 + b_chunk * 8;
+  int r = 0, s = 0, c = 0;
+  if (rsc < RSC) {
+    int rs = 0;
+    d.by_C.divmod(rsc, rs, c);
+    d.by_S.divmod(rs, r, s);
+  }
+  int b_n[Cfg::kChunksPerThreadB], b_p[Cfg::kChunksPerThreadB], b_q[Cfg::kChunksPerThreadB];
+  EMBER_UNROLL
+  for (int j = 0; j < Cfg::kChunksPerThreadB; ++j) {
+    const int npq = first * Cfg::kStepValues + b_row0 + j * kBRowStep;
+    int pq = 0;
+    b_n[j] = b_p[j] = b_q[j] = 0;
+    if (npq < NPQ) {
+      d.by_PQ.divmod(npq, b_n[j], pq);
+      d.by_Q.divmod(pq, b_p[j], b_q[j]);
+    } else {
+      b_n[j] = d.N;  // past the end
+    }
+  }
+
+  const auto copy = [&](int stage, int) {
+    unsigned char* a_tile = stages + stage * Cfg::kStageBytes;
+    unsigned char* b_tile = a_tile + Cfg::kABytes;
+    EMBER_UNROLL
+    for (int i = 0; i < Cfg::kChunksPerThreadA; ++i) {
+      const int npq = a_npq + i * kARowStep;
+      const bool inside = npq < NPQ && k < d.K;
+      ptx::cp_async<16>(a_tile + mn_major_offset<Cfg::BM>(a_row0 + i * kARowStep, a_chunk),
+                        inside ? gy + int64_t(npq) * d.K + k : gy, inside ? 16 : 0);
+    }
+    a_npq += Cfg::kStepValues;
+    EMBER_UNROLL
+    for (int j = 0; j < Cfg::kChunksPerThreadB; ++j) {
+      const int h = b_p[j] * d.sh - d.ph + r, wc = b_q[j] * d.sw - d.pw + s;
+      const bool inside = b_n[j] < d.N && rsc < RSC && h >= 0 && h < d.H && wc >= 0 && wc < d.W;
+      const T* src = inside ? x + ((int64_t(b_n[j]) * d.H + h) * d.W + wc) * d.C + c : x;
+      ptx::cp_async<16>(b_tile + mn_major_offset<Cfg::BN>(b_row0 + j * kBRowStep, b_chunk), src, inside ? 16 : 0);
+      advance_tap(b_n[j], b_p[j], b_q[j], Cfg::kStepValues, d.Q, d.P, d.N);
+    }
+  };
+  float acc[Cfg::kFragM][Cfg::kFragN][4];
+  zero<Cfg>(acc);
+  main_loop<T, Cfg, false, false>(acc, stages, first, last, copy);
+  store_tile<Cfg>(acc, out + int64_t(blockIdx.z) * d.K * RSC, RSC, m0, n0, d.K, RSC);
+}
+
+// gw[i] = sum over z of part[z, i], z in order.   part: [splits, n] f32  gw: [n]
+template <typename T>
+__global__ void sum_filter_slices_kernel(const float* part, int splits, int64_t n, T* gw) {
+  for (int64_t i = grid_thread_index(); i < n; i += grid_thread_count()) {
+    float s = part[i];
+    for (int z = 1; z < splits; ++z) s += part[int64_t(z) * n + i];
+    gw[i] = to_storage<T>(s);
+  }
+}
+
+// -------------------------------------------------------------- launchers
+
+// The large tile while it still gives the GPU two waves of blocks, else the small one.
+constexpr int64_t kLargeTileMinBlocks = 264;
+constexpr int64_t kSplitTargetBlocks = 264;  // split the filter gradient's reduction until about this many blocks
+constexpr int kMinStepsPerSlice = 8;         // 256 output pixels a slice, at least
+constexpr int kMaxSlices = 64;
+
+bool use_large(MmaConvTileChoice tile, int64_t rows, int64_t cols) {
+  if (tile != MmaConvTileChoice::automatic) return tile == MmaConvTileChoice::large;
+  return ((rows + 127) / 128) * ((cols + 127) / 128) >= kLargeTileMinBlocks;
+}
+
+// Calls f(T{}) for f16 or bf16.
+template <typename F>
+void with_16bit(DType dt, F&& f) {
+  if (dt == DType::f16)
+    f(__half{});
+  else
+    f(__nv_bfloat16{});
+}
+
+template <typename Cfg, typename Kernel, typename... Args>
+void launch_tiles(Kernel kernel, int64_t rows, int64_t cols, int slices, cudaStream_t stream, Args... args) {
+  const dim3 grid(unsigned((rows + Cfg::BM - 1) / Cfg::BM), unsigned((cols + Cfg::BN - 1) / Cfg::BN), unsigned(slices));
+  launch(kernel, grid, dim3(Cfg::kThreads), size_t(Cfg::kSharedBytes), stream, args...);
+}
+
+template <typename T, typename Cfg>
+void backward_filter(const Conv2dGeometry& g, const T* x, const T* gy, T* gw, cudaStream_t stream) {
+  const int64_t M = g.K, N = g.R * g.S * g.C, steps = (g.N * g.P * g.Q + 31) / 32;
+  const int64_t tiles = ((M + Cfg::BM - 1) / Cfg::BM) * ((N + Cfg::BN - 1) / Cfg::BN);
+  int64_t slices = std::clamp<int64_t>(std::min(kSplitTargetBlocks / tiles, steps / kMinStepsPerSlice), 1, kMaxSlices);
+  const int64_t per_slice = std::max<int64_t>(1, (steps + slices - 1) / slices);
+  slices = (steps + per_slice - 1) / per_slice;
+  const ConvDims<int32_t> d = dims_of<int32_t>(g);
+  if (slices <= 1) {
+    launch_tiles<Cfg>(conv_mma_backward_filter_kernel<T, Cfg, T>, M, N, 1, stream, d, x, gy, int(per_slice), gw);
+    return;
+  }
+  DeviceBuffer part(size_t(slices * M * N) * sizeof(float));
+  launch_tiles<Cfg>(conv_mma_backward_filter_kernel<T, Cfg, float>, M, N, int(slices), stream, d, x, gy,
+                    int(per_slice), part.as<float>());
+  launch(sum_filter_slices_kernel<T>, dim3(blocks_for(M * N, 256)), dim3(256), 0, stream, part.as<const float>(),
+         int(slices), M * N, gw);
+  // `part` goes back to the cache here: later work on the stream runs after the kernels above.
+}
+
+}  // namespace
+
+bool conv_mma_supports(DType dt, const Conv2dGeometry& g) {
+  if ((dt != DType::f16 && dt != DType::bf16) || !native_tensor_cores()) return false;
+  if (!g.channels_last || g.C % 8 != 0 || g.K % 8 != 0) return false;
+  // 32-bit indices: every tensor and the output pixel count below 2^31.
+  const int64_t limit = int64_t(1) << 31;
+  return g.N * g.H * g.W * g.C < limit && g.N * g.P * g.Q * g.K < limit && g.K * g.R * g.S * g.C < limit;
+}
+
+bool conv_mma_supports_backward_data(DType dt, const Conv2dGeometry& g) {
+  return conv_mma_supports(dt, g) && g.stride_h == 1 && g.stride_w == 1;
+}
+
+void conv2d_forward_mma(DType dt, const Conv2dGeometry& g, const void* x, const void* w, void* y, Stream stream,
+                        MmaConvTileChoice tile) {
+  EMBER_CHECK(conv_mma_supports(dt, g), "conv2d_forward_mma: not a channels-last f16/bf16 convolution with C and K "
+                                        "multiples of 8");
+  const int64_t M = g.N * g.P * g.Q;
+  if (M == 0 || g.K == 0) return;
+  const ConvDims<int32_t> d = dims_of<int32_t>(g);
+  with_16bit(dt, [&](auto t) {
+    using T = decltype(t);
+    const T* px = static_cast<const T*>(x);
+    const T* pw = static_cast<const T*>(w);
+    T* py = static_cast<T*>(y);
+    const cudaStream_t s = as_cuda_stream(stream);
+    if (use_large(tile, M, g.K))
+      launch_tiles<MmaTileLarge>(conv_mma_forward_kernel<T, MmaTileLarge>, M, g.K, 1, s, d, px, pw, py);
+    else
+      launch_tiles<MmaTileSmall>(conv_mma_forward_kernel<T, MmaTileSmall>, M, g.K, 1, s, d, px, pw, py);
+  });
+}
+
+void conv2d_backward_data_mma(DType dt, const Conv2dGeometry& g, const void* gy, const void* w, void* gx,
+                              Stream stream, MmaConvTileChoice tile) {
+  EMBER_CHECK(conv_mma_supports_backward_data(dt, g),
+              "conv2d_backward_data_mma: not a stride-1 channels-last f16/bf16 convolution with C and K multiples of 8");
+  const int64_t M = g.N * g.H * g.W;
+  if (M == 0 || g.C == 0) return;
+  ConvDims<int32_t> d = dims_of<int32_t>(g);
+  d.by_H = IndexDivisor<int32_t>(int32_t(g.H * g.W));  // the kernel decodes m = (n, h, w) with H*W, then W
+  with_16bit(dt, [&](auto t) {
+    using T = decltype(t);
+    const T* pgy = static_cast<const T*>(gy);
+    const T* pw = static_cast<const T*>(w);
+    T* pgx = static_cast<T*>(gx);
+    const cudaStream_t s = as_cuda_stream(stream);
+    if (use_large(tile, M, g.C))
+      launch_tiles<MmaTileLarge>(conv_mma_backward_data_kernel<T, MmaTileLarge>, M, g.C, 1, s, d, pgy, pw, pgx);
+    else
+      launch_tiles<MmaTileSmall>(conv_mma_backward_data_kernel<T, MmaTileSmall>, M, g.C, 1, s, d, pgy, pw, pgx);
+  });
+}
+
+void conv2d_backward_filter_mma(DType dt, const Conv2dGeometry& g, const void* x, const void* gy, void* gw,
+                                Stream stream, MmaConvTileChoice tile) {
+  EMBER_CHECK(conv_mma_supports(dt, g), "conv2d_backward_filter_mma: not a channels-last f16/bf16 convolution with "
+                                        "C and K multiples of 8");
+  if (g.K == 0 || g.C == 0) return;
+  with_16bit(dt, [&](auto t) {
+    using T = decltype(t);
+    const T* px = static_cast<const T*>(x);
+    const T* pgy = static_cast<const T*>(gy);
+    T* pgw = static_cast<T*>(gw);
+    const cudaStream_t s = as_cuda_stream(stream);
+    if (use_large(tile, g.K, g.R * g.S * g.C))
+      backward_filter<T, MmaTileLarge>(g, px, pgy, pgw, s);
+    else
+      backward_filter<T, MmaTileSmall>(g, px, pgy, pgw, s);
+  });
+}
+
+}  // namespace ember::cuda

@@ -1,0 +1,129 @@
+// cuda/kernels/mma_tile.cuh — the pieces of ember's mma.sync main loop that
+// do not depend on what is being multiplied (cuda/kernels/conv_mma.cu uses
+// them for the three convolution passes): the block tile, where a 16-byte
+// chunk of a staged tile lives in shared memory, one warp's fragments
+// loaded with ldmatrix and multiplied with mma.sync, and the paired store.
+//
+// A staged tile holds one 32-value reduction step of an operand, in one of
+// two layouts, picked by which index runs contiguous in global memory:
+// - K-major (KMajor = true): a row per M (or N) index, the 32 reduction
+//   values as 4 chunks of 8 16-bit values (the forward pass's image
+//   gather: channels are the reduction). ldmatrix without .trans.
+// - MN-major (KMajor = false): a row per reduction index (32 rows), the M
+//   (or N) values as BM / 8 chunks (the filter in the data gradient: its
+//   input channels are the result's columns). ldmatrix .trans.
+// Both are XOR-swizzled so that the 8 rows of one ldmatrix phase, and the 8
+// chunks a quarter-warp of cp.async writes, use 8 different 16-byte slots
+// of the 128-byte bank cycle: no bank conflicts, no padding.
+#pragma once
+#include "cuda/common.cuh"
+#include "cuda/ptx_instructions.cuh"
+
+namespace ember::cuda {
+
+// The block's tile: BM x BN outputs, warps arranged kWarpsM x kWarpsN,
+// kStages shared-memory stages of one 32-value reduction step each.
+template <int BM_, int BN_, int kWarpsM_, int kWarpsN_, int kStages_>
+struct MmaTile {
+  static constexpr int BM = BM_, BN = BN_, kWarpsM = kWarpsM_, kWarpsN = kWarpsN_, kStages = kStages_;
+  static constexpr int kThreads = 32 * kWarpsM * kWarpsN;
+  static constexpr int kStepValues = 32;  // reduction values per step: 4 chunks of 8 16-bit values
+  static constexpr int kWarpM = BM / kWarpsM, kWarpN = BN / kWarpsN;
+  static constexpr int kFragM = kWarpM / 16, kFragN = kWarpN / 8;
+  static constexpr int kABytes = BM * 64, kBBytes = BN * 64;  // one step of each operand
+  static constexpr int kStageBytes = kABytes + kBBytes;
+  static constexpr int kSharedBytes = kStages * kStageBytes;
+  static constexpr int kChunksPerThreadA = BM * 4 / kThreads, kChunksPerThreadB = BN * 4 / kThreads;
+  static_assert(kWarpM % 16 == 0 && kWarpN % 16 == 0, "a warp covers whole 16x16 pieces");
+  static_assert(BM * 4 % kThreads == 0 && BN * 4 % kThreads == 0, "every thread copies whole chunks");
+  static_assert(BM >= 64 && BN >= 64, "an MN-major row needs at least 8 chunks for its swizzle");
+};
+using MmaTileLarge = MmaTile<128, 128, 2, 2, 3>;  // 48 KiB of stages: the default dynamic limit
+using MmaTileSmall = MmaTile<64, 64, 2, 2, 4>;    // for problems with few output tiles
+
+// K-major: chunk `chunk` (0-3) of row `row`. Two 64-byte rows share a
+// 128-byte line; the chunk's slot in the line is XORed with the line number.
+__device__ __forceinline__ uint32_t k_major_offset(int row, int chunk) {
+  const int line = row >> 1, slot = ((row & 1) << 2) | chunk;
+  return uint32_t(line * 128 + ((slot ^ (line & 7)) << 4));
+}
+// MN-major: chunk `chunk` of reduction row `row`, rows of `Extent` values
+// (Extent / 8 chunks); the chunk is XORed with the row's place in its 8.
+template <int Extent>
+__device__ __forceinline__ uint32_t mn_major_offset(int row, int chunk) {
+  return uint32_t(row * Extent * 2 + ((chunk ^ (row & 7)) << 4));
+}
+
+// A fragments (16 x 16 of the warp's rows from `row0`) of k16 step ks (0, 1).
+template <bool KMajor, int Extent>
+__device__ __forceinline__ void load_a_fragment(uint32_t (&a)[4], const unsigned char* tile, int row0, int ks,
+                                                int lane) {
+  if constexpr (KMajor) {
+    // matrix lane / 8: rows 0-7 / 8-15 (lane % 16), chunks 2 ks + lane / 16
+    ptx::ldmatrix<4>(a, tile + k_major_offset(row0 + (lane & 15), 2 * ks + (lane >> 4)));
+  } else {
+    // matrix i = lane / 8 holds k rows 8 (i / 2).., m chunk row0 / 8 + i % 2, transposed
+    const int i = lane >> 3;
+    ptx::ldmatrix_trans<4>(a, tile + mn_major_offset<Extent>(16 * ks + ((i >> 1) << 3) + (lane & 7),
+                                                             (row0 >> 3) + (i & 1)));
+  }
+}
+
+// B fragments of two n8 tiles (columns col0 .. col0 + 15) of k16 step ks.
+template <bool KMajor, int Extent>
+__device__ __forceinline__ void load_b_fragments(uint32_t (&b0)[2], uint32_t (&b1)[2], const unsigned char* tile,
+                                                 int col0, int ks, int lane) {
+  uint32_t r[4];
+  const int i = lane >> 3;
+  if constexpr (KMajor)  // matrix i: n rows 8 (i / 2) + lane % 8, chunk 2 ks + i % 2
+    ptx::ldmatrix<4>(r, tile + k_major_offset(col0 + ((i >> 1) << 3) + (lane & 7), 2 * ks + (i & 1)));
+  else  // matrix i: k rows 16 ks + 8 (i % 2) + lane % 8, n chunk col0 / 8 + i / 2, transposed
+    ptx::ldmatrix_trans<4>(r, tile + mn_major_offset<Extent>(16 * ks + ((i & 1) << 3) + (lane & 7),
+                                                             (col0 >> 3) + (i >> 1)));
+  b0[0] = r[0];
+  b0[1] = r[1];
+  b1[0] = r[2];
+  b1[1] = r[3];
+}
+
+template <typename T>
+__device__ __forceinline__ void mma_16bit(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  if constexpr (std::is_same_v<T, __half>)
+    ptx::mma_m16n8k16_f16(d, a, b, d);
+  else
+    ptx::mma_m16n8k16_bf16(d, a, b, d);
+}
+
+// One staged step for one warp: 2 k16 steps, each kFragM x kFragN mma.sync.
+template <typename T, typename Cfg, bool AKMajor, bool BKMajor>
+__device__ __forceinline__ void warp_step(float (&acc)[Cfg::kFragM][Cfg::kFragN][4], const unsigned char* a_tile,
+                                          const unsigned char* b_tile, int warp_m, int warp_n, int lane) {
+  EMBER_UNROLL
+  for (int ks = 0; ks < 2; ++ks) {
+    uint32_t a[Cfg::kFragM][4], b[Cfg::kFragN][2];
+    EMBER_UNROLL
+    for (int i = 0; i < Cfg::kFragM; ++i) load_a_fragment<AKMajor, Cfg::BM>(a[i], a_tile, warp_m + i * 16, ks, lane);
+    EMBER_UNROLL
+    for (int j = 0; j < Cfg::kFragN; j += 2)
+      load_b_fragments<BKMajor, Cfg::BN>(b[j], b[j + 1], b_tile, warp_n + j * 8, ks, lane);
+    EMBER_UNROLL
+    for (int i = 0; i < Cfg::kFragM; ++i) {
+      EMBER_UNROLL
+      for (int j = 0; j < Cfg::kFragN; ++j) mma_16bit<T>(acc[i][j], a[i], b[j]);
+    }
+  }
+}
+
+// Two adjacent outputs, rounded once, as one store (4 bytes for 16-bit T, 8 for float).
+template <typename T>
+__device__ __forceinline__ void store_pair(T* y, float v0, float v1) {
+  struct alignas(2 * sizeof(T)) Pair {
+    T v[2];
+  };
+  Pair p;
+  p.v[0] = to_storage<T>(v0);
+  p.v[1] = to_storage<T>(v1);
+  *reinterpret_cast<Pair*>(y) = p;
+}
+
+}  // namespace ember::cuda
