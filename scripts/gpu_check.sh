@@ -19,6 +19,12 @@
 #      check (~9 minutes; part 1 alone, or 9 and 10, fit one 8-minute call each).
 #  10. (not by default) the memory-bound kernels' GB/s against the datasheet bandwidth (kernel_lab at a
 #      ResNet-50 layer's size, f32 and f16; 16-byte packs, and one element off alignment), ~1 minute.
+#  11. (not by default) the tensor-core instructions and convolutions: the mma.sync/ldmatrix/cp.async and
+#      conv_mma test cases on the device (the hardware judges the emulator's fragment layouts), then
+#      bench_conv_cuda: every ResNet-50 convolution, native against cuDNN per pass, f16 and bf16 channels-last
+#      (and TF32 NCHW, where the native f32 path has no tensor cores yet), and the layer-time-weighted ratio;
+#      then ResNet-50 training, --conv native against cudnn, nhwc fp16 and bf16, alternating, 3 rounds.
+#      `PARTS="11"` is that issue's check (~7 minutes).
 # Each part has its own time limit; logs go to $OUT (default /tmp/gpu_check). PARTS="1 2" picks.
 set -u
 cd "$(dirname "$0")/.."
@@ -196,6 +202,27 @@ if wants 10 && [ -x build/kernel_lab ]; then
       for op in add add_relu relu_backward batch_norm_add_relu_forward_train batch_norm_add_relu_backward_train; do
         timeout 30 build/kernel_lab --op $op --dtype $dt --misalign $misalign --n 32 --c 256 --hw 56 --reps 20 2>&1 \
           | tee -a "$OUT/bandwidth.log" | grep -E "^==|GB/s|FAILED|rror"
+      done
+    done
+  done
+fi
+if wants 11; then
+  say "11. tensor-core instructions and convolutions: tests on the device, per-layer native/cuDNN, training"
+  timeout 120 build/test_ember -tc="ptx*,cuda conv mma*,cuda ptx*" 2>&1 | tee "$OUT/mma_tests.log" | tail -4
+  if [ -x build/bench_conv_cuda ]; then
+    for dt in f16 bf16; do
+      timeout 100 build/bench_conv_cuda --num-layers 50 --batch-size 64 --image-size 224 --dtype $dt --layout nhwc \
+        --reps 10 --rounds 3 2>&1 | tee -a "$OUT/conv_layers.log" | tail -3
+    done
+    timeout 100 build/bench_conv_cuda --num-layers 50 --batch-size 64 --image-size 224 --dtype f32 --tf32 1 \
+      --layout nchw --reps 5 --rounds 3 2>&1 | tee -a "$OUT/conv_layers.log" | tail -2
+  fi
+  r50="--num-layers 50 --image-shape 3,224,224 --batch-size 64 --num-batches 20 --layout nhwc"
+  for round in 1 2 3; do
+    for prec in fp16 bf16; do
+      for conv in native cudnn; do
+        echo "round $round $prec --conv $conv: $(timeout 60 build/train_resnet --benchmark 1 --gpus 0 $r50 \
+          --precision $prec --conv $conv 2>&1 | tee -a "$OUT/mma_train.log" | grep -E "Median speed|rror" | tr '\n' ' ')"
       done
     done
   done

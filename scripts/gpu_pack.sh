@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 DATA=${DATA:-/usr/share/datasets/fashion-mnist}
 rm -rf .gpu && mkdir -p .gpu/bin .gpu/lib .gpu/fashion-mnist
-for b in test_ember train_resnet kernel_lab; do
+for b in test_ember train_resnet kernel_lab bench_conv_cuda; do
   [ -x "$BUILD/$b" ] || { echo "gpu_pack: $BUILD/$b is missing: run make all first" >&2; exit 1; }
   strip -o ".gpu/bin/$b" "$BUILD/$b"
 done

@@ -114,6 +114,7 @@ struct Shape {
   int64_t n = 8, c = 16, hw = 28, k = 16, r = 3, stride = 1, pad = 1;  // convolution, batch norm, elementwise
   DType dt = DType::f32;  // gemm, the convolutions and the memory-bound ops: f32, f16 or bf16
   bool misalign = false;  // memory-bound ops: operands one element off 16-byte alignment
+  bool channels_last = false;  // convolutions: NHWC images, KRSC filters
   double bn_offset = 100;  // batch-norm statistics ladder: added to x, so that |mean| >> std
 };
 
@@ -132,12 +133,15 @@ struct LabOp {
 };
 
 Conv2dGeometry conv_geometry(const Shape& s) {
-  return make_conv2d_geometry(s.n, s.c, s.hw, s.hw, s.k, s.r, s.r, s.stride, s.stride, s.pad, s.pad);
+  Conv2dGeometry g = make_conv2d_geometry(s.n, s.c, s.hw, s.hw, s.k, s.r, s.r, s.stride, s.stride, s.pad, s.pad);
+  g.channels_last = s.channels_last;
+  return g;
 }
 
 std::string conv_text(const Conv2dGeometry& g) {
   return cat("x [", g.N, ",", g.C, ",", g.H, ",", g.W, "] w [", g.K, ",", g.C, ",", g.R, ",", g.S, "] stride ",
-             g.stride_h, " pad ", g.pad_h, " -> y [", g.N, ",", g.K, ",", g.P, ",", g.Q, "]");
+             g.stride_h, " pad ", g.pad_h, " -> y [", g.N, ",", g.K, ",", g.P, ",", g.Q, "]",
+             g.channels_last ? " (NCHW sizes, stored channels-last)" : "");
 }
 
 // Builds the op `name` on `shape`; the buffers live in `keep`.
@@ -223,6 +227,7 @@ LabOp make_op(const std::string& name, const Shape& s, std::vector<std::unique_p
   const size_t xs = size_t(g.N * g.C * g.H * g.W), ws = size_t(g.K * g.C * g.R * g.S), ys = size_t(g.N * g.K * g.P * g.Q);
   const double conv_flops = 2.0 * double(g.N * g.K * g.P * g.Q) * double(g.C * g.R * g.S);
   if (conv_rung) {  // "conv2d_forward/<version>" (cuda/lab/conv_versions.cu)
+    EMBER_CHECK(!g.channels_last, "--op ", name, ": the convolution ladder's rungs are NCHW (--layout nchw)");
     const cuda::lab::ConvVersion v = cuda::lab::parse_conv_version(name.substr(15).c_str());
     Buffer *x = buffer(xs, true), *w = buffer(ws, true), *y = buffer(ys, false);
     op.shape = conv_text(g);
@@ -494,7 +499,7 @@ int run(int argc, char** argv) {
   int reps = 10, lines = 6;
   double peak_gbs = 0;
   double tolerance = 0;
-  std::string dtype_flag = "f32";
+  std::string dtype_flag = "f32", layout_flag = "nchw";
   bool tensor_cores = true;
   apps::Flags f("kernel_lab", "ember's CUDA kernels one op at a time: checked against the CPU kernel, then timed "
                               "(a GPU) or profiled (the emulator build, kernel_lab_sim).");
@@ -526,6 +531,8 @@ int run(int argc, char** argv) {
   f.add("bn-offset", &s.bn_offset, "batch-norm statistics ladder: added to every value of x (a large mean)");
   f.add("dtype", &dtype_flag, "f32, f16 or bf16 storage for gemm, the convolutions and the memory-bound ops "
                               "(16-bit: f32 accumulation)");
+  f.add("layout", &layout_flag, "the convolutions' memory order: nchw, or nhwc (channels-last images, KRSC "
+                                "filters; in f16/bf16 with channels in multiples of 8 they run on mma.sync)");
   f.add("misalign", &s.misalign, "memory-bound ops: every operand one element past 16-byte alignment (the "
                                  "element-by-element path instead of 16-byte packs)");
   f.group("what to do");
@@ -539,6 +546,8 @@ int run(int argc, char** argv) {
   if (!f.parse(argc, argv)) return 0;
   EMBER_CHECK(reps > 0, "--reps must be positive, got ", reps);
   s.dt = apps::parse_float_dtype(dtype_flag, "--dtype");
+  EMBER_CHECK(layout_flag == "nchw" || layout_flag == "nhwc", "--layout must be nchw or nhwc, got ", layout_flag);
+  s.channels_last = layout_flag == "nhwc";
   if (tolerance == 0) tolerance = s.dt == DType::f32 ? 1e-4 : s.dt == DType::f16 ? 2e-3 : 1.6e-2;
   cuda::set_native_tensor_cores(tensor_cores);
   std::string peak_source = "from --peak-gbs";
