@@ -9,11 +9,14 @@
 //                    channels of one tap per 16-byte chunk); B: w as stored
 //                    [K, R*S*C], K-major.
 //   backward data    gx [N*H*W, C] = g(gy) [N*H*W, R*S*K] * w' [R*S*K, C]
-//   (stride 1)       A(m = (n, h, w), (r, s, k)) = gy[n, h + ph - r, w + pw - s, k]
-//                    (0 outside gy), K-major; B((r, s, k), c) = w[k, r, s, c],
-//                    MN-major (its rows are filter taps, its chunks input
-//                    channels). Strided data gradients stay on conv.cu's
-//                    per-phase GEMMs.
+//                    A(m = (n, h, w), (r, s, k)) = gy[n, p, q, k] where
+//                    h + ph - r = p*sh (0 outside gy), K-major; B((r, s, k),
+//                    c) = w[k, r, s, c], MN-major (its rows are filter taps,
+//                    its chunks input channels). With a stride, the input
+//                    pixels split into sh*sw phases that each meet their
+//                    own taps (conv_operands.cuh's DataPhase, as conv.cu's
+//                    GEMMs per phase), all in one launch over grid.z, so no
+//                    zero of the strided gradient is multiplied.
 //   backward filter  gw [K, R*S*C] = gy^T [K, N*P*Q] * col(x) [N*P*Q, R*S*C]
 //                    A: gy as stored, MN-major (rows are output pixels);
 //                    B: x gathered, MN-major. The reduction (N*P*Q) is long
@@ -60,70 +63,6 @@ __device__ __forceinline__ void advance_tap(int& outer, int& inner, int& c, int 
   while (c >= C && outer < outer_n) {
     c -= C;
     if (++inner == inner_n) inner = 0, ++outer;
-  }
-}
-
-// Accumulators to zero.
-template <typename Cfg>
-__device__ __forceinline__ void zero(float (&acc)[Cfg::kFragM][Cfg::kFragN][4]) {
-  EMBER_UNROLL
-  for (int i = 0; i < Cfg::kFragM; ++i) {
-    EMBER_UNROLL
-    for (int j = 0; j < Cfg::kFragN; ++j) {
-      EMBER_UNROLL
-      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
-    }
-  }
-}
-
-// The pipelined main loop over steps [first, last): copy(stage, step) issues
-// one step's cp.async copies (in step order: each call advances the
-// caller's positions), then the warps multiply.
-template <typename T, typename Cfg, bool AKMajor, bool BKMajor, typename Copy>
-__device__ __forceinline__ void main_loop(float (&acc)[Cfg::kFragM][Cfg::kFragN][4], unsigned char* stages, int first,
-                                          int last, Copy&& copy) {
-  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
-  const int warp_m = (warp % Cfg::kWarpsM) * Cfg::kWarpM, warp_n = (warp / Cfg::kWarpsM) * Cfg::kWarpN;
-  const int steps = last - first;
-  EMBER_UNROLL
-  for (int s = 0; s < Cfg::kStages - 1; ++s) {
-    if (s < steps) copy(s, first + s);
-    ptx::cp_async_commit();
-  }
-  EMBER_NO_UNROLL
-  for (int t = 0; t < steps; ++t) {
-    ptx::cp_async_wait<Cfg::kStages - 2>();  // this thread's copies of step t have landed
-    __syncthreads();                          // everyone's; and the stage of step t - 1 is free
-    const int next = t + Cfg::kStages - 1;
-    if (next < steps) copy(next % Cfg::kStages, first + next);
-    ptx::cp_async_commit();
-    const unsigned char* a_tile = stages + (t % Cfg::kStages) * Cfg::kStageBytes;
-    warp_step<T, Cfg, AKMajor, BKMajor>(acc, a_tile, a_tile + Cfg::kABytes, warp_m, warp_n, lane);
-  }
-  ptx::cp_async_wait<0>();
-}
-
-// acc to out[row * ld + col] for the block's rows m0.. and columns n0..
-// (rows < M, columns < N; N even, so a pair is inside or outside whole).
-template <typename Cfg, typename Out>
-__device__ __forceinline__ void store_tile(const float (&acc)[Cfg::kFragM][Cfg::kFragN][4], Out* out, int64_t ld,
-                                           int m0, int n0, int M, int N) {
-  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
-  const int warp_m = (warp % Cfg::kWarpsM) * Cfg::kWarpM, warp_n = (warp / Cfg::kWarpsM) * Cfg::kWarpN;
-  const int g = lane >> 2, t = lane & 3;  // lane holds rows g, g + 8 and columns 2t, 2t + 1 of each piece
-  EMBER_UNROLL
-  for (int i = 0; i < Cfg::kFragM; ++i) {
-    EMBER_UNROLL
-    for (int half = 0; half < 2; ++half) {
-      const int m = m0 + warp_m + i * 16 + g + half * 8;
-      if (m >= M) continue;
-      Out* row = out + int64_t(m) * ld;
-      EMBER_UNROLL
-      for (int j = 0; j < Cfg::kFragN; ++j) {
-        const int n = n0 + warp_n + j * 8 + 2 * t;
-        if (n < N) store_pair(row + n, acc[i][j][2 * half], acc[i][j][2 * half + 1]);
-      }
-    }
   }
 }
 
@@ -178,41 +117,70 @@ __global__ void __launch_bounds__(Cfg::kThreads) conv_mma_forward_kernel(ConvDim
     b_k += Cfg::kStepValues;
   };
   float acc[Cfg::kFragM][Cfg::kFragN][4];
-  zero<Cfg>(acc);
+  zero_accumulators<Cfg>(acc);
   main_loop<T, Cfg, true, true>(acc, stages, 0, (Kred + Cfg::kStepValues - 1) / Cfg::kStepValues, copy);
-  store_tile<Cfg>(acc, y, d.K, m0, n0, M, d.K);
+  store_tile<Cfg>(acc, m0, n0, M, d.K, StorePairs<T>{y, d.K});
 }
 
-// ----------------------------------------------------- backward data, stride 1
-// gx [N*H*W, C] = gather(gy) [N*H*W, R*S*K] * w' [R*S*K, C].   gy: [N, P, Q, K]  w: [K, R, S, C]  gx: [N, H, W, C]
+// ------------------------------------------------------------ backward data
+// Phase z of the data gradient (conv_operands.cuh's DataPhase: at stride 1
+// the one phase is the whole image and every tap):
+//   gx_z [N*Ha*Wb, C] = gather(gy) [N*Ha*Wb, Ra*Sb*K] * w_z [Ra*Sb*K, C]
+// where row (n, hi, wi) is input pixel (h0 + hi*sh, w0 + wi*sw) and
+// reduction index (ri, si, k) is tap (a + ri*sh, b + si*sw) of filter k, read
+// from gy[n, hi - ri + ea, wi - si + eb, k] (0 outside gy). All phases are one
+// launch (grid.z); a phase without taps stores zeros.
+//   gy: [N, P, Q, K]  w: [K, R, S, C]  gx: [N, H, W, C]
+constexpr int kMaxDataPhases = 4;  // strides up to 2 x 2
+struct DataPhases {
+  using argument_has_no_pointers = void;  // for the emulator's stream-order checker (an array: no pointers)
+  DataPhase<int32_t> phase[kMaxDataPhases];
+};
+
+// Row (n, hi, wi) of a phase's result to gx[n, h0 + hi*sh, w0 + wi*sw, c], pairs of channels.
+template <typename T>
+struct StorePhase {
+  T* gx;
+  const DataPhase<int32_t>* d;
+  __device__ __forceinline__ void operator()(int m, int c, float v0, float v1) const {
+    int nh, wi, n, hi;
+    d->by_Wb.divmod(m, nh, wi);
+    d->by_Ha.divmod(nh, n, hi);
+    const int64_t pixel = (int64_t(n) * d->H + d->h0 + hi * d->sh) * d->W + d->w0 + wi * d->sw;
+    store_pair(gx + pixel * d->C + c, v0, v1);
+  }
+};
+
 template <typename T, typename Cfg>
-__global__ void __launch_bounds__(Cfg::kThreads) conv_mma_backward_data_kernel(ConvDims<int32_t> d, const T* gy,
+__global__ void __launch_bounds__(Cfg::kThreads) conv_mma_backward_data_kernel(DataPhases phases, int N, const T* gy,
                                                                                 const T* w, T* gx) {
   EMBER_DYNAMIC_SHARED(unsigned char, stages);
+  const DataPhase<int32_t>& d = phases.phase[blockIdx.z];
   const int tid = int(threadIdx.x);
-  const int M = d.N * d.H * d.W, Kred = d.R * d.S * d.K;
+  const int M = N * d.Ha * d.Wb, Kred = d.Ra * d.Sb * d.K;
   const int m0 = int(blockIdx.x) * Cfg::BM, n0 = int(blockIdx.y) * Cfg::BN;
+  if (m0 >= M) return;  // the grid fits the largest phase; the whole block leaves, before any barrier
   // A (K-major): chunk `a_chunk` of rows a_row0 + i * kARowStep.
   constexpr int kARowStep = Cfg::kThreads / 4;
   const int a_chunk = tid & 3, a_row0 = tid >> 2;
-  int64_t a_image[Cfg::kChunksPerThreadA];  // n*P*Q*K, or -1 past the last input pixel
-  int a_h[Cfg::kChunksPerThreadA], a_w[Cfg::kChunksPerThreadA];  // h + ph, w + pw: gy's row is a_h - r
+  int64_t a_image[Cfg::kChunksPerThreadA];  // n*P*Q*K, or -1 past the phase's last pixel
+  int a_p[Cfg::kChunksPerThreadA], a_q[Cfg::kChunksPerThreadA];  // gy's row and column at tap (0, 0)
   EMBER_UNROLL
   for (int i = 0; i < Cfg::kChunksPerThreadA; ++i) {
     const int m = m0 + a_row0 + i * kARowStep;
-    int n = 0, hw = 0, h = 0, wc = 0;
+    int nh = 0, wi = 0, n = 0, hi = 0;
     if (m < M) {
-      d.by_H.divmod(m, n, hw);  // by_H holds H*W here (see launch_backward_data)
-      d.by_W.divmod(hw, h, wc);
+      d.by_Wb.divmod(m, nh, wi);
+      d.by_Ha.divmod(nh, n, hi);
     }
     a_image[i] = m < M ? int64_t(n) * d.P * d.Q * d.K : -1;
-    a_h[i] = h + d.ph;
-    a_w[i] = wc + d.pw;
+    a_p[i] = hi + d.ea;
+    a_q[i] = wi + d.eb;
   }
-  int a_r = 0, a_s = 0, a_k = 0;
-  advance_tap(a_r, a_s, a_k, a_chunk * 8, d.K, d.S, d.R);
-  // B (MN-major, rows = reduction (r, s, k), chunks along c): chunk b_chunk of
-  // rows b_row0 + j * kBRowStep, each with its own reduction position.
+  int a_r = 0, a_s = 0, a_k = 0;  // (ri, si, k) of this thread's A chunk
+  advance_tap(a_r, a_s, a_k, a_chunk * 8, d.K, d.Sb, d.Ra);
+  // B (MN-major, rows = reduction (ri, si, k), chunks along c): chunk b_chunk
+  // of rows b_row0 + j * kBRowStep, each with its own reduction position.
   constexpr int kBChunksPerRow = Cfg::BN / 8, kBRowStep = Cfg::kThreads / kBChunksPerRow;
   const int b_chunk = tid % kBChunksPerRow, b_row0 = tid / kBChunksPerRow;
   const int c = n0 + b_chunk * 8;
@@ -220,7 +188,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) conv_mma_backward_data_kernel(C
   EMBER_UNROLL
   for (int j = 0; j < Cfg::kChunksPerThreadB; ++j) {
     b_r[j] = b_s[j] = b_k[j] = 0;
-    advance_tap(b_r[j], b_s[j], b_k[j], b_row0 + j * kBRowStep, d.K, d.S, d.R);
+    advance_tap(b_r[j], b_s[j], b_k[j], b_row0 + j * kBRowStep, d.K, d.Sb, d.Ra);
   }
 
   const auto copy = [&](int stage, int) {
@@ -228,24 +196,25 @@ __global__ void __launch_bounds__(Cfg::kThreads) conv_mma_backward_data_kernel(C
     unsigned char* b_tile = a_tile + Cfg::kABytes;
     EMBER_UNROLL
     for (int i = 0; i < Cfg::kChunksPerThreadA; ++i) {
-      const int p = a_h[i] - a_r, q = a_w[i] - a_s;
-      const bool inside = a_image[i] >= 0 && a_r < d.R && p >= 0 && p < d.P && q >= 0 && q < d.Q;
+      const int p = a_p[i] - a_r, q = a_q[i] - a_s;
+      const bool inside = a_image[i] >= 0 && a_r < d.Ra && p >= 0 && p < d.P && q >= 0 && q < d.Q;
       const T* src = inside ? gy + a_image[i] + (int64_t(p) * d.Q + q) * d.K + a_k : gy;
       ptx::cp_async<16>(a_tile + k_major_offset(a_row0 + i * kARowStep, a_chunk), src, inside ? 16 : 0);
     }
     EMBER_UNROLL
     for (int j = 0; j < Cfg::kChunksPerThreadB; ++j) {
-      const bool inside = b_r[j] < d.R && c < d.C;
-      const T* src = inside ? w + ((int64_t(b_k[j]) * d.R + b_r[j]) * d.S + b_s[j]) * d.C + c : w;
+      const bool inside = b_r[j] < d.Ra && c < d.C;
+      const int r = d.a + b_r[j] * d.sh, s = d.b + b_s[j] * d.sw;
+      const T* src = inside ? w + ((int64_t(b_k[j]) * d.R + r) * d.S + s) * d.C + c : w;
       ptx::cp_async<16>(b_tile + mn_major_offset<Cfg::BN>(b_row0 + j * kBRowStep, b_chunk), src, inside ? 16 : 0);
-      advance_tap(b_r[j], b_s[j], b_k[j], Cfg::kStepValues, d.K, d.S, d.R);
+      advance_tap(b_r[j], b_s[j], b_k[j], Cfg::kStepValues, d.K, d.Sb, d.Ra);
     }
-    advance_tap(a_r, a_s, a_k, Cfg::kStepValues, d.K, d.S, d.R);
+    advance_tap(a_r, a_s, a_k, Cfg::kStepValues, d.K, d.Sb, d.Ra);
   };
   float acc[Cfg::kFragM][Cfg::kFragN][4];
-  zero<Cfg>(acc);
+  zero_accumulators<Cfg>(acc);
   main_loop<T, Cfg, true, false>(acc, stages, 0, (Kred + Cfg::kStepValues - 1) / Cfg::kStepValues, copy);
-  store_tile<Cfg>(acc, gx, d.C, m0, n0, M, d.C);
+  store_tile<Cfg>(acc, m0, n0, M, d.C, StorePhase<T>{gx, &d});
 }
 
 // ----------------------------------------------------------- backward filter
@@ -312,9 +281,9 @@ __global__ void __launch_bounds__(Cfg::kThreads) conv_mma_backward_filter_kernel
     }
   };
   float acc[Cfg::kFragM][Cfg::kFragN][4];
-  zero<Cfg>(acc);
+  zero_accumulators<Cfg>(acc);
   main_loop<T, Cfg, false, false>(acc, stages, first, last, copy);
-  store_tile<Cfg>(acc, out + int64_t(blockIdx.z) * d.K * RSC, RSC, m0, n0, d.K, RSC);
+  store_tile<Cfg>(acc, m0, n0, d.K, RSC, StorePairs<Out>{out + int64_t(blockIdx.z) * d.K * RSC, RSC});
 }
 
 // gw[i] = sum over z of part[z, i], z in order.   part: [splits, n] f32  gw: [n]
@@ -386,7 +355,7 @@ bool conv_mma_supports(DType dt, const Conv2dGeometry& g) {
 }
 
 bool conv_mma_supports_backward_data(DType dt, const Conv2dGeometry& g) {
-  return conv_mma_supports(dt, g) && g.stride_h == 1 && g.stride_w == 1;
+  return conv_mma_supports(dt, g) && g.stride_h * g.stride_w <= kMaxDataPhases;
 }
 
 void conv2d_forward_mma(DType dt, const Conv2dGeometry& g, const void* x, const void* w, void* y, Stream stream,
@@ -411,22 +380,31 @@ void conv2d_forward_mma(DType dt, const Conv2dGeometry& g, const void* x, const 
 
 void conv2d_backward_data_mma(DType dt, const Conv2dGeometry& g, const void* gy, const void* w, void* gx,
                               Stream stream, MmaConvTileChoice tile) {
-  EMBER_CHECK(conv_mma_supports_backward_data(dt, g),
-              "conv2d_backward_data_mma: not a stride-1 channels-last f16/bf16 convolution with C and K multiples of 8");
-  const int64_t M = g.N * g.H * g.W;
-  if (M == 0 || g.C == 0) return;
-  ConvDims<int32_t> d = dims_of<int32_t>(g);
-  d.by_H = IndexDivisor<int32_t>(int32_t(g.H * g.W));  // the kernel decodes m = (n, h, w) with H*W, then W
+  EMBER_CHECK(conv_mma_supports_backward_data(dt, g), "conv2d_backward_data_mma: not a channels-last f16/bf16 "
+                                                      "convolution with C and K multiples of 8 and strides up to 2x2");
+  if (g.N * g.H * g.W == 0 || g.C == 0) return;
+  DataPhases phases{};
+  int64_t rows = 0;  // the largest phase's pixels
+  int count = 0;
+  for (int64_t a = 0; a < g.stride_h; ++a)
+    for (int64_t b = 0; b < g.stride_w; ++b) {
+      phases.phase[count] = data_phase<int32_t>(g, a, b);
+      rows = std::max<int64_t>(rows, g.N * int64_t(phases.phase[count].Ha) * phases.phase[count].Wb);
+      ++count;
+    }
   with_16bit(dt, [&](auto t) {
     using T = decltype(t);
     const T* pgy = static_cast<const T*>(gy);
     const T* pw = static_cast<const T*>(w);
     T* pgx = static_cast<T*>(gx);
     const cudaStream_t s = as_cuda_stream(stream);
-    if (use_large(tile, M, g.C))
-      launch_tiles<MmaTileLarge>(conv_mma_backward_data_kernel<T, MmaTileLarge>, M, g.C, 1, s, d, pgy, pw, pgx);
+    const int N = int(g.N);
+    if (use_large(tile, rows * count, g.C))
+      launch_tiles<MmaTileLarge>(conv_mma_backward_data_kernel<T, MmaTileLarge>, rows, g.C, count, s, phases, N, pgy,
+                                 pw, pgx);
     else
-      launch_tiles<MmaTileSmall>(conv_mma_backward_data_kernel<T, MmaTileSmall>, M, g.C, 1, s, d, pgy, pw, pgx);
+      launch_tiles<MmaTileSmall>(conv_mma_backward_data_kernel<T, MmaTileSmall>, rows, g.C, count, s, phases, N, pgy,
+                                 pw, pgx);
   });
 }
 

@@ -16,7 +16,8 @@ enum class MmaConvTileChoice { automatic, large, small };
 //   x: [N, H, W, C]  w: [K, R, S, C]  y: [N, P, Q, K]
 void conv2d_forward_mma(DType dt, const Conv2dGeometry& g, const void* x, const void* w, void* y, Stream stream,
                         MmaConvTileChoice tile = MmaConvTileChoice::automatic);
-// The data gradient takes stride 1 only (strided ones stay on conv.cu's per-phase GEMMs).
+// The data gradient takes strides up to 2 x 2 (at most 4 phases, one launch); larger ones stay on conv.cu's
+// per-phase GEMMs.
 bool conv_mma_supports_backward_data(DType dt, const Conv2dGeometry& g);
 //   gy: [N, P, Q, K]  w: [K, R, S, C]  gx: [N, H, W, C]
 void conv2d_backward_data_mma(DType dt, const Conv2dGeometry& g, const void* gy, const void* w, void* gx,

@@ -4,9 +4,11 @@
 //   op(A): [M, K] (A stored [M, K] with lda >= K, or [K, M] with lda >= M
 //   when trans_a), op(B): [K, N] likewise, C: [M, N] with ldc >= N.
 //
-// f16 and bf16 run on the tensor cores (gemm_tensor.cuh: 128x128, 64x64 or
-// 32x32 block tiles of 16x16 wmma fragments, f32 accumulators) unless
-// EMBER_CUDA_TENSOR_CORES=0; otherwise, and for f32 and f64,
+// f16 and bf16 run on the tensor cores unless EMBER_CUDA_TENSOR_CORES=0:
+// on mma.sync (gemm_mma.cu: a cp.async pipeline, ldmatrix from swizzled
+// shared memory) when A and B allow 16-byte copies (aligned, leading
+// dimensions multiples of 8), else on wmma (gemm_tensor.cuh: 128x128, 64x64
+// or 32x32 block tiles of 16x16 fragments, f32 accumulators); otherwise, and for f32 and f64,
 // the tile loop is gemm_tiled_kernel (gemm.cuh): 64x64 block tiles with a
 // 4x4 register micro-tile per thread (BK = 16), 128x128 tiles with 8x8
 // (BK = 8) for big f32 products, or 32x32 tiles with 2x2 when M or N is
@@ -26,6 +28,7 @@
 #include "cuda/cuda_kernels.h"
 #include "cuda/kernels/fast_divmod.cuh"
 #include "cuda/kernels/gemm.cuh"
+#include "cuda/kernels/gemm_mma.h"
 
 namespace ember::cuda {
 namespace {
@@ -106,6 +109,10 @@ void gemm(DType dt, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
   EMBER_CHECK(empty || (ldc >= N && lda >= (trans_a ? M : K) && ldb >= (trans_b ? K : N)),
               "cuda gemm: leading dimensions (", lda, ", ", ldb, ", ", ldc, ") too small for M = ", M, ", N = ", N,
               ", K = ", K);
+  if (alpha != 0.0 && gemm_mma_supports(dt, M, N, K, A, lda, B, ldb, C, ldc)) {
+    gemm_mma(dt, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, stream);
+    return;
+  }
   dispatch_float_half(dt, "gemm", [&](auto zero) {
     using T = decltype(zero);
     using Acc = compute_t<T>;

@@ -1,8 +1,10 @@
-// cuda/kernels/mma_tile.cuh — the pieces of ember's mma.sync main loop that
-// do not depend on what is being multiplied (cuda/kernels/conv_mma.cu uses
-// them for the three convolution passes): the block tile, where a 16-byte
-// chunk of a staged tile lives in shared memory, one warp's fragments
-// loaded with ldmatrix and multiplied with mma.sync, and the paired store.
+// cuda/kernels/mma_tile.cuh — ember's mma.sync main loop and what it is made
+// of, apart from what is being multiplied (cuda/kernels/conv_mma.cu runs the
+// three convolution passes on it, cuda/kernels/gemm_mma.cu the GEMM): the
+// block tile, where a 16-byte chunk of a staged tile lives in shared memory,
+// one warp's fragments loaded with ldmatrix and multiplied with mma.sync,
+// the cp.async pipeline over the reduction steps, and the epilogue's walk
+// over the accumulators.
 //
 // A staged tile holds one 32-value reduction step of an operand, in one of
 // two layouts, picked by which index runs contiguous in global memory:
@@ -125,5 +127,79 @@ __device__ __forceinline__ void store_pair(T* y, float v0, float v1) {
   p.v[1] = to_storage<T>(v1);
   *reinterpret_cast<Pair*>(y) = p;
 }
+
+// Accumulators to zero.
+template <typename Cfg>
+__device__ __forceinline__ void zero_accumulators(float (&acc)[Cfg::kFragM][Cfg::kFragN][4]) {
+  EMBER_UNROLL
+  for (int i = 0; i < Cfg::kFragM; ++i) {
+    EMBER_UNROLL
+    for (int j = 0; j < Cfg::kFragN; ++j) {
+      EMBER_UNROLL
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+    }
+  }
+}
+
+// The pipelined main loop over steps [first, last): copy(stage, step) issues
+// one step's cp.async copies (in step order: each call advances the
+// caller's positions), then the warps multiply.
+template <typename T, typename Cfg, bool AKMajor, bool BKMajor, typename Copy>
+__device__ __forceinline__ void main_loop(float (&acc)[Cfg::kFragM][Cfg::kFragN][4], unsigned char* stages, int first,
+                                          int last, Copy&& copy) {
+  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
+  const int warp_m = (warp % Cfg::kWarpsM) * Cfg::kWarpM, warp_n = (warp / Cfg::kWarpsM) * Cfg::kWarpN;
+  const int steps = last - first;
+  EMBER_UNROLL
+  for (int s = 0; s < Cfg::kStages - 1; ++s) {
+    if (s < steps) copy(s, first + s);
+    ptx::cp_async_commit();
+  }
+  EMBER_NO_UNROLL
+  for (int t = 0; t < steps; ++t) {
+    ptx::cp_async_wait<Cfg::kStages - 2>();  // this thread's copies of step t have landed
+    __syncthreads();                          // everyone's; and the stage of step t - 1 is free
+    const int next = t + Cfg::kStages - 1;
+    if (next < steps) copy(next % Cfg::kStages, first + next);
+    ptx::cp_async_commit();
+    const unsigned char* a_tile = stages + (t % Cfg::kStages) * Cfg::kStageBytes;
+    warp_step<T, Cfg, AKMajor, BKMajor>(acc, a_tile, a_tile + Cfg::kABytes, warp_m, warp_n, lane);
+  }
+  ptx::cp_async_wait<0>();
+}
+
+// Hands the block's results to epilogue(m, n, v, v1): outputs (m, n) and
+// (m, n + 1) of the rows m0.. and columns n0.. with m < M and n < N (n + 1
+// may be N when N is odd: the epilogue checks).
+template <typename Cfg, typename Epilogue>
+__device__ __forceinline__ void store_tile(const float (&acc)[Cfg::kFragM][Cfg::kFragN][4], int m0, int n0, int M,
+                                           int N, const Epilogue& epilogue) {
+  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
+  const int warp_m = (warp % Cfg::kWarpsM) * Cfg::kWarpM, warp_n = (warp / Cfg::kWarpsM) * Cfg::kWarpN;
+  const int g = lane >> 2, t = lane & 3;  // lane holds rows g, g + 8 and columns 2t, 2t + 1 of each piece
+  EMBER_UNROLL
+  for (int i = 0; i < Cfg::kFragM; ++i) {
+    EMBER_UNROLL
+    for (int half = 0; half < 2; ++half) {
+      const int m = m0 + warp_m + i * 16 + g + half * 8;
+      if (m >= M) continue;
+      EMBER_UNROLL
+      for (int j = 0; j < Cfg::kFragN; ++j) {
+        const int n = n0 + warp_n + j * 8 + 2 * t;
+        if (n < N) epilogue(m, n, acc[i][j][2 * half], acc[i][j][2 * half + 1]);
+      }
+    }
+  }
+}
+
+// The plain epilogue: out[m * ld + n], n + 1 as one store (N even).
+template <typename Out>
+struct StorePairs {
+  Out* out;
+  int64_t ld;
+  __device__ __forceinline__ void operator()(int m, int n, float v0, float v1) const {
+    store_pair(out + int64_t(m) * ld + n, v0, v1);
+  }
+};
 
 }  // namespace ember::cuda

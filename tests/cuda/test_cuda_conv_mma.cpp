@@ -1,13 +1,13 @@
 // tests/cuda/test_cuda_conv_mma.cpp — the tensor-core channels-last
-// convolutions (cuda/kernels/conv_mma.cu: forward, data gradient at stride
-// 1, filter gradient with and without split-K) against double-precision
+// convolutions (cuda/kernels/conv_mma.cu: forward, data gradient with its
+// stride phases in one launch, filter gradient with and without split-K) against double-precision
 // references on the same 16-bit inputs, at both block tiles, in f16 and
 // bf16, over the shapes that exercise their edges: 3x3 and 1x1 at strides 1
 // and 2 with padding, channel counts of 8 and 16 (a 32-value step spans
 // several taps), 24 and 40 (a step straddles taps), output channels and
 // pixels that leave partial tiles; and that the kernel table takes them
 // for such convolutions and keeps the scalar path for the 3-channel stem,
-// NCHW, and (data gradient) strides above 1.
+// NCHW, and (data gradient) strides above 2.
 // Runs on the emulator (build/test_sim) and on a GPU (build/test_ember).
 #include <doctest/doctest.h>
 
@@ -131,11 +131,10 @@ TEST_CASE("cuda conv mma: forward, data and filter gradients match double refere
           REQUIRE(cuda::conv_mma_supports(dt, g));
           cuda::conv2d_forward_mma(dt, g, x, w, y, cuda_stream(), tile);
         });
-        if (c.stride == 1)
-          check_pass(c, dt, Pass::backward_data, [&](const Conv2dGeometry& g, const void* gy, const void* w, void* gx) {
-            REQUIRE(cuda::conv_mma_supports_backward_data(dt, g));
-            cuda::conv2d_backward_data_mma(dt, g, gy, w, gx, cuda_stream(), tile);
-          });
+        check_pass(c, dt, Pass::backward_data, [&](const Conv2dGeometry& g, const void* gy, const void* w, void* gx) {
+          REQUIRE(cuda::conv_mma_supports_backward_data(dt, g));
+          cuda::conv2d_backward_data_mma(dt, g, gy, w, gx, cuda_stream(), tile);
+        });
         check_pass(c, dt, Pass::backward_filter, [&](const Conv2dGeometry& g, const void* x, const void* gy, void* gw) {
           cuda::conv2d_backward_filter_mma(dt, g, x, gy, gw, cuda_stream(), tile);
         });
@@ -167,10 +166,16 @@ TEST_CASE("cuda conv mma: the kernel table takes it for channels-last 16-bit con
   CHECK_FALSE(cuda::conv_mma_supports(DType::f16, g));
   g.channels_last = true;
   g.stride_h = g.stride_w = 2;
-  CHECK_FALSE(cuda::conv_mma_supports_backward_data(DType::f16, g));
+  CHECK(cuda::conv_mma_supports_backward_data(DType::f16, g));  // 4 phases, one launch
+  g.stride_h = 3;
+  CHECK_FALSE(cuda::conv_mma_supports_backward_data(DType::f16, g));  // 6 phases: conv.cu's GEMMs
   // Through the kernel table, as the engine calls it.
   const Kernels& table = testing::cuda_table();
   const Case c{2, 64, 5, 5, 32, 3, 3, 1, 1};
+  check_pass({2, 16, 9, 9, 24, 3, 3, 3, 1}, DType::f16, Pass::backward_data,  // stride 3: the scalar phases
+             [&](const Conv2dGeometry& geo, const void* gy, const void* w, void* gx) {
+               table.conv2d_backward_data(DType::f16, geo, gy, w, gx, cuda_stream());
+             });
   check_pass(c, DType::f16, Pass::forward, [&](const Conv2dGeometry& geo, const void* x, const void* w, void* y) {
     table.conv2d_forward(DType::f16, geo, x, w, y, cuda_stream());
   });

@@ -191,20 +191,31 @@ TEST_CASE("cuda ptx: f16 and bf16 GEMMs and convolutions multiply on the tensor 
   }
 }
 
-TEST_CASE("cuda ptx: the channels-last tensor-core convolution is mma.sync fed by ldmatrix and cp.async, and never divides" *
+TEST_CASE("cuda ptx: the mma.sync convolutions and GEMM are mma.sync fed by ldmatrix and cp.async, and never divide" *
           kNeedsPtx) {
-  const fs::path path = ptx_dir() / "cuda/kernels/conv_mma.ptx";
-  REQUIRE_MESSAGE(fs::exists(path), path.string() << " is missing: the build kept no PTX");
-  int kernels = 0;
-  for (const Kernel& k : kernels_of(read(path))) {
-    if (k.name.find("conv_mma_") == std::string::npos) continue;  // not the filter gradient's slice sum
-    CAPTURE(k.name.substr(0, 200));
-    ++kernels;
-    CHECK(k.mma > 0);
-    CHECK(k.ldmatrix > 0);
-    CHECK(k.cp_async > 0);
-    CHECK(k.cp_async_wait > 0);
-    CHECK(k.divisions == 0);
+  const struct {
+    const char* file;
+    const char* kernel;
+    int at_least;  // instantiations
+  } files[] = {
+      {"conv_mma.ptx", "conv_mma_", 12},  // three passes (the filter gradient storing 16-bit or f32), f16/bf16, two tiles
+      {"gemm_mma.ptx", "gemm_mma_kernel", 16},  // four transposes, f16/bf16, two tiles
+  };
+  for (const auto& f : files) {
+    CAPTURE(f.file);
+    const fs::path path = ptx_dir() / "cuda/kernels" / f.file;
+    REQUIRE_MESSAGE(fs::exists(path), path.string() << " is missing: the build kept no PTX");
+    int kernels = 0;
+    for (const Kernel& k : kernels_of(read(path))) {
+      if (k.name.find(f.kernel) == std::string::npos) continue;  // not a helper (the filter gradient's slice sum)
+      CAPTURE(k.name.substr(0, 200));
+      ++kernels;
+      CHECK(k.mma > 0);
+      CHECK(k.ldmatrix > 0);
+      CHECK(k.cp_async > 0);
+      CHECK(k.cp_async_wait > 0);
+      CHECK(k.divisions == 0);
+    }
+    CHECK(kernels >= f.at_least);
   }
-  CHECK(kernels >= 12);  // three passes (the filter gradient storing 16-bit or f32 slices), f16 and bf16, two tiles
 }

@@ -91,7 +91,14 @@ TEST_CASE("cuda step launches: a channels-last ResNet-50 step adds only the inpu
     CHECK(nhwc.copies == nchw.copies);
     // The stem's image batch to NHWC (forward), the head's average pool input
     // to NCHW (forward and backward): three transposes, nothing per layer.
-    CHECK(nhwc.launches() == nchw.launches() + 3);
+    // In f16 the convolutions differ too: channels-last ones run on mma.sync
+    // (cuda/kernels/conv_mma.cu), whose data gradient takes a strided
+    // layer's 4 phases in one launch where NCHW's GEMMs take 4, so the step
+    // launches fewer kernels; a conversion per layer would add over 50.
+    if (precision == DType::f32)
+      CHECK(nhwc.launches() == nchw.launches() + 3);
+    else
+      CHECK(nhwc.launches() <= nchw.launches() + 3);
     if (precision == DType::f16) CHECK(nhwc.launches() <= 1329 / 3);
   }
 }

@@ -1,0 +1,121 @@
+// tests/cuda/test_cuda_gemm_mma.cpp — the f16/bf16 GEMM on mma.sync
+// (cuda/kernels/gemm_mma.cu) against a double reference on the same 16-bit
+// inputs: every transpose, both block tiles, sizes that are no multiple of
+// anything (odd N: the last column is stored alone; K past a chunk: the
+// copy is zero-filled), padded leading dimensions, alpha and beta (beta 0
+// never reads C, which holds NaN); and that the kernel table's gemm takes
+// it for aligned operands and keeps the wmma path for the rest.
+// Runs on the emulator (build/test_sim) and on a GPU (build/test_ember).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "cuda/kernels/gemm_mma.h"
+#include "engine/bfloat16.h"
+#include "engine/half.h"
+#include "tests/cuda/cuda_test_env.h"
+#include "tests/cuda/device_buffer.h"
+
+using namespace ember;
+using ember::testing::cuda_available;
+using ember::testing::cuda_stream;
+using ember::testing::DeviceBuffer;
+
+namespace {
+
+uint16_t to_bits(float v, DType dt) { return dt == DType::f16 ? float_to_half(v) : float_to_bf16(v); }
+double from_bits(uint16_t b, DType dt) { return dt == DType::f16 ? half_to_float(b) : bf16_to_float(b); }
+
+struct Problem {
+  int64_t M, N, K;
+  bool ta, tb;
+  double alpha, beta;
+};
+
+// Runs `gemm` (ops/kernels.h's signature) on random operands of `p` stored
+// with leading dimensions padded to a multiple of 8 (+8), and checks C.
+template <typename Gemm>
+void check(const Problem& p, DType dt, Gemm&& gemm) {
+  CAPTURE(p.M);
+  CAPTURE(p.N);
+  CAPTURE(p.K);
+  CAPTURE(p.ta);
+  CAPTURE(p.tb);
+  CAPTURE(p.beta);
+  const auto pad = [](int64_t n) { return (n + 7) / 8 * 8 + 8; };
+  const int64_t lda = pad(p.ta ? p.M : p.K), ldb = pad(p.tb ? p.K : p.N), ldc = p.N + 3;
+  const int64_t a_rows = p.ta ? p.K : p.M, b_rows = p.tb ? p.N : p.K;
+  std::mt19937 rng(unsigned(p.M * 7 + p.N * 3 + p.K + p.ta * 2 + p.tb));
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<uint16_t> a(size_t(a_rows * lda)), b(size_t(b_rows * ldb)), c(size_t(p.M * ldc));
+  for (auto& v : a) v = to_bits(u(rng), dt);
+  for (auto& v : b) v = to_bits(u(rng), dt);
+  const uint16_t nan = to_bits(std::numeric_limits<float>::quiet_NaN(), dt);
+  for (auto& v : c) v = p.beta == 0 ? nan : to_bits(u(rng), dt);
+  DeviceBuffer<uint16_t> da(a), db(b), dc(c);
+  gemm(p.ta, p.tb, p.M, p.N, p.K, p.alpha, da.p, lda, db.p, ldb, p.beta, dc.p, ldc);
+  const std::vector<uint16_t> got = dc.host();
+  const double unit = dt == DType::f16 ? 1.0 / 1024 : 1.0 / 128;
+  int64_t bad = 0;
+  for (int64_t i = 0; i < p.M; ++i)
+    for (int64_t j = 0; j < ldc; ++j) {
+      const double old = from_bits(c[size_t(i * ldc + j)], dt), v = from_bits(got[size_t(i * ldc + j)], dt);
+      if (j >= p.N) {  // past N: untouched
+        if (got[size_t(i * ldc + j)] != c[size_t(i * ldc + j)] && bad++ < 5) MESSAGE("C[" << i << ", " << j << "] was written");
+        continue;
+      }
+      double sum = 0, scale = 0;
+      for (int64_t k = 0; k < p.K; ++k) {
+        const double x = from_bits(a[size_t(p.ta ? k * lda + i : i * lda + k)], dt);
+        const double y = from_bits(b[size_t(p.tb ? j * ldb + k : k * ldb + j)], dt);
+        sum += x * y;
+        scale += std::fabs(x * y);
+      }
+      const double want = p.alpha * sum + (p.beta == 0 ? 0.0 : p.beta * old);
+      if (!(std::fabs(v - want) <= unit * std::fabs(want) + 1e-5 * scale * std::fabs(p.alpha) + 1e-6) && bad++ < 5)
+        MESSAGE("C[" << i << ", " << j << "] = " << v << ", want " << want);
+    }
+  CHECK(bad == 0);
+}
+
+}  // namespace
+
+TEST_CASE("cuda gemm mma: every transpose, both tiles, ragged sizes, alpha and beta, f16 and bf16" *
+          ember::testing::kNeedsCudaDevice) {
+  REQUIRE(cuda_available());
+  for (DType dt : {DType::f16, DType::bf16})
+    for (auto tile : {cuda::MmaGemmTileChoice::small, cuda::MmaGemmTileChoice::large})
+      for (bool ta : {false, true})
+        for (bool tb : {false, true})
+          for (const Problem& shape : {Problem{37, 45, 70, ta, tb, 1.0, 0.0}, Problem{130, 72, 32, ta, tb, -0.5, 0.5},
+                                       Problem{8, 9, 5, ta, tb, 2.0, 0.0}}) {
+            CAPTURE(dtype_name(dt));
+            CAPTURE(tile == cuda::MmaGemmTileChoice::large);
+            check(shape, dt, [&](bool a_t, bool b_t, int64_t M, int64_t N, int64_t K, double alpha, const void* A,
+                                 int64_t lda, const void* B, int64_t ldb, double beta, void* C, int64_t ldc) {
+              REQUIRE(cuda::gemm_mma_supports(dt, M, N, K, A, lda, B, ldb, C, ldc));
+              cuda::gemm_mma(dt, a_t, b_t, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, cuda_stream(), tile);
+            });
+          }
+}
+
+TEST_CASE("cuda gemm mma: the kernel table's gemm takes aligned 16-bit operands, the wmma path the rest" *
+          ember::testing::kNeedsCudaDevice) {
+  REQUIRE(cuda_available());
+  DeviceBuffer<uint16_t> buf(1024);
+  const uint16_t* p = buf.p;
+  CHECK(cuda::gemm_mma_supports(DType::f16, 16, 16, 16, p, 16, p, 16, p, 16));
+  CHECK_FALSE(cuda::gemm_mma_supports(DType::f32, 16, 16, 16, p, 16, p, 16, p, 16));
+  CHECK_FALSE(cuda::gemm_mma_supports(DType::f16, 16, 16, 16, p, 20, p, 16, p, 16));      // lda not a multiple of 8
+  CHECK_FALSE(cuda::gemm_mma_supports(DType::f16, 16, 16, 16, p + 1, 16, p, 16, p, 16));  // A off 16-byte alignment
+  const Kernels& table = testing::cuda_table();
+  for (const Problem& shape : {Problem{33, 40, 48, false, true, 1.0, 0.0}, Problem{24, 17, 40, true, false, 1.0, 1.0}})
+    check(shape, DType::bf16, [&](bool a_t, bool b_t, int64_t M, int64_t N, int64_t K, double alpha, const void* A,
+                                  int64_t lda, const void* B, int64_t ldb, double beta, void* C, int64_t ldc) {
+      table.gemm(DType::bf16, a_t, b_t, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, cuda_stream());
+    });
+}
