@@ -426,15 +426,16 @@ FUZZ_CI_SECONDS ?= 10
 # (~17 s, building ResNet-18/50 and reading their names and shapes).
 ASAN_TEST_EXCLUDE := integration:*,finetune_resnet: features pretrained*,torchvision parity: predict*,data-parallel: 2 and 4 ranks*,dist process:*,resnet: parameter counts match*,resnet: torchvision*state_dict names*
 # The emulator suite's whole trainings through fit() (a ResNet over several
-# steps: ~2 of its 5 minutes) run once, plainly. The AddressSanitizer pass
-# leaves out the three longest (the graph replay against eager, the
-# multi-tensor ResNet, channels-last against NCHW: ~4 minutes under ASan);
-# shorter tests still drive their host code (StepGraph, the multi-tensor
-# plan, the layout conversions) and every kernel under ASan. The reverse
-# schedule is about the order of threads between barriers inside kernels,
-# which the kernels' own tests and the op harness cover: it leaves out
-# every fit() training.
-SIM_FIT_LONGEST := cuda graph step: fit()*,cuda multi-tensor step: a ResNet*,cuda channels-last: fit()*
+# steps: ~2 of its 3-5 minutes) run once, plainly. The AddressSanitizer pass
+# leaves out the longest (the graph replay against eager and a replayed
+# step's launches, the multi-tensor ResNet, channels-last against NCHW,
+# ResNet-50 steps' launch counts: ~5 minutes under ASan); shorter tests
+# still drive their host code (StepGraph through the benchmark's replay, the
+# multi-tensor plan, the layout conversions) and every kernel under ASan.
+# The reverse schedule is about the order of threads between barriers
+# inside kernels, which the kernels' own tests and the op harness cover: it
+# leaves out every fit() training.
+SIM_FIT_LONGEST := cuda graph step: fit()*,cuda graph step: a replayed step*,cuda multi-tensor step: a ResNet*,cuda channels-last: fit()*,cuda step launches:*
 SIM_FIT_ALL := $(SIM_FIT_LONGEST),cuda graph step:*,cuda step launches:*,cuda host sync: fit()*,cuda upload ahead:*,cuda training: fit()*
 # make test — the newcomer's check (at most 10 minutes on 2 cores from a
 # fresh clone): the plain tree without the emulator's profiling tools

@@ -23,6 +23,7 @@
 #      conv_mma test cases on the device (the hardware judges the emulator's fragment layouts), then
 #      bench_conv_cuda: every ResNet-50 convolution, native against cuDNN per pass, f16 and bf16 channels-last
 #      (and TF32 NCHW, where the native f32 path has no tensor cores yet), and the layer-time-weighted ratio;
+#      the native f16/bf16 GEMM at 4096^3 against cuBLAS, and the lab's mma.sync ladder at that size;
 #      then ResNet-50 training, --conv native against cudnn, nhwc fp16 and bf16, alternating, 3 rounds.
 #      `PARTS="11"` is that issue's check (~7 minutes).
 # Each part has its own time limit; logs go to $OUT (default /tmp/gpu_check). PARTS="1 2" picks.
@@ -210,6 +211,11 @@ if wants 11; then
   say "11. tensor-core instructions and convolutions: tests on the device, per-layer native/cuDNN, training"
   timeout 120 build/test_ember -tc="ptx*,cuda conv mma*,cuda ptx*" 2>&1 | tee "$OUT/mma_tests.log" | tail -4
   if [ -x build/bench_conv_cuda ]; then
+    for dt in f16 bf16; do  # the native GEMM against cuBLAS at 4096^3 (the bar: 70%)
+      timeout 60 build/bench_conv_cuda --gemm 4096 --dtype $dt --reps 10 --rounds 3 2>&1 | tee -a "$OUT/gemm.log" | tail -1
+    done
+    timeout 120 build/kernel_lab --op gemm-tensor-ladder --dtype f16 --m 4096 --ncols 4096 --kdim 4096 --reps 10 2>&1 \
+      | tee -a "$OUT/gemm_ladder.log" | grep -E "^==|TFLOP|GFLOP|FAIL|rror"
     for dt in f16 bf16; do
       timeout 100 build/bench_conv_cuda --num-layers 50 --batch-size 64 --image-size 224 --dtype $dt --layout nhwc \
         --reps 10 --rounds 3 2>&1 | tee -a "$OUT/conv_layers.log" | tail -3

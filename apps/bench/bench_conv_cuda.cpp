@@ -13,6 +13,12 @@
 // weighted by layer time: sum over layers of uses x native ms over the same
 // sum for cuDNN, per pass and for the three together. The stem's data
 // gradient is never computed in training and is left out.
+//
+//   build/bench_conv_cuda --gemm 4096 --dtype f16
+//
+// times the GEMM instead: C [n, n] = A [n, n] B [n, n], ember's native
+// kernel against cuBLAS (the cuDNN table's gemm), alternating, TFLOP/s each
+// and the ratio.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -95,6 +101,7 @@ int run(int argc, char** argv) {
   int64_t batch = 64, size = 224, in_channels = 3;
   std::string dtype_flag = "f16", layout = "nhwc";
   bool tf32 = false;
+  int64_t gemm_size = 0;
   apps::Flags f("bench_conv_cuda", "Time ember's native CUDA convolutions against cuDNN on every distinct "
                                    "convolution of a ResNet (native/cuDNN per pass, and weighted by layer time).");
   f.add("num-layers", &num_layers, "ResNet depth: 18, 34, 50, 101, 152 (torchvision) or 6n+2 (CIFAR style)");
@@ -104,6 +111,7 @@ int run(int argc, char** argv) {
   f.add("dtype", &dtype_flag, "f32, f16 or bf16");
   f.add("layout", &layout, "nhwc (channels-last) or nchw");
   f.add("tf32", &tf32, "f32 convolutions on the tensor cores in TF32 (cuDNN; the native f32 path has none yet)");
+  f.add("gemm", &gemm_size, "time an n x n x n GEMM instead (native against cuBLAS), n this value; 0: the convolutions");
   f.add("reps", &reps, "calls per timed round");
   f.add("rounds", &rounds, "rounds per pass and table, alternating native and cuDNN; the median is printed");
   if (!f.parse(argc, argv)) return 0;
@@ -123,6 +131,36 @@ int run(int argc, char** argv) {
   const Kernels* tables[2] = {&cuda::native_kernels(), cudnn};
   Stream stream = stream_for(Device::cuda(0));
 
+  if (gemm_size > 0) {
+    const int64_t n = gemm_size;
+    DeviceArray a(n * n, dt), b(n * n, dt), c[2] = {DeviceArray(n * n, dt), DeviceArray(n * n, dt)};
+    tables[0]->random_normal(dt, a.p, a.n, 1, 0, 0.0, 1.0, stream);
+    tables[0]->random_normal(dt, b.p, b.n, 2, 0, 0.0, 1.0, stream);
+    std::vector<double> times[2];
+    const auto call = [&](int t) {
+      tables[t]->gemm(dt, false, false, n, n, n, 1.0, a.p, n, b.p, n, 0.0, c[t].p, n, stream);
+    };
+    for (int t = 0; t < 2; ++t) call(t);  // warm-up
+    for (int round = 0; round < rounds; ++round)
+      for (int t = 0; t < 2; ++t) {
+        cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int r = 0; r < reps; ++r) call(t);
+        cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+        times[t].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps);
+      }
+    double ms[2];
+    for (int t = 0; t < 2; ++t) {
+      std::sort(times[t].begin(), times[t].end());
+      ms[t] = times[t][times[t].size() / 2];
+    }
+    const double flops = 2.0 * double(n) * double(n) * double(n);
+    std::printf("GEMM %lld^3 %s on %s: native %.3f ms (%.1f TFLOP/s), cuBLAS %.3f ms (%.1f TFLOP/s): native/cuBLAS "
+                "throughput %.2f (diff %.1e; median of %d rounds of %d)\n",
+                (long long)n, dtype_name(dt), cuda::device_name(0).c_str(), ms[0], flops / ms[0] * 1e-9, ms[1],
+                flops / ms[1] * 1e-9, ms[1] / ms[0], difference(c[0], c[1]), rounds, reps);
+    return 0;
+  }
   std::vector<Layer> layers;
   for (net::ConvUse u : net::resnet_convs(num_layers, batch, size, in_channels)) {
     u.g.channels_last = layout == "nhwc";

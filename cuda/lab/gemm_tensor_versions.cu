@@ -26,6 +26,8 @@
 // tile), 64x64x16/16w 31.
 #include "cuda/lab/gemm_tensor_versions.h"
 
+#include "cuda/lab/gemm_mma_versions.h"
+
 #include "cuda/common.cuh"
 #include "cuda/kernels/gemm.cuh"
 #include "engine/error.h"
@@ -73,18 +75,20 @@ const Version kVersions[] = {
 std::vector<std::string> gemm_tensor_versions() {
   std::vector<std::string> out;
   for (const Version& v : kVersions) out.push_back(v.name);
+  for (const std::string& v : gemm_mma_versions()) out.push_back(v);  // the mma.sync ladder (gemm_mma_versions.cu)
   return out;
 }
 
 void gemm_tensor_version(const std::string& name, int64_t M, int64_t N, int64_t K, const void* A, const void* B,
                          void* C, Stream stream) {
+  if (gemm_mma_version(name, M, N, K, A, B, C, stream)) return;
   for (const Version& v : kVersions)
     if (name == v.name) {
       v.launch(M, N, K, A, B, C, stream);
       return;
     }
   std::string names;
-  for (const Version& v : kVersions) names += std::string(names.empty() ? "" : ", ") + v.name;
+  for (const std::string& v : gemm_tensor_versions()) names += std::string(names.empty() ? "" : ", ") + v;
   fail(cat("gemm/tensor/", name, ": unknown tensor-core variant (", names, ")"));
 }
 

@@ -16,7 +16,8 @@
 namespace ember::cuda::lab {
 
 // The variants' names: "<BM>x<BN>x<BK>/<warps>w", with "/<n>b" when the
-// kernel is bounded to n blocks per SM.
+// kernel is bounded to n blocks per SM (wmma tiles), then the rungs of the
+// mma.sync ladder (cuda/lab/gemm_mma_versions.h: "mma_registers", ...).
 std::vector<std::string> gemm_tensor_versions();
 
 // Launches variant `name` (one of the above; throws ember::Error otherwise)

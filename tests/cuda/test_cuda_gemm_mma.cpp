@@ -3,8 +3,9 @@
 // inputs: every transpose, both block tiles, sizes that are no multiple of
 // anything (odd N: the last column is stored alone; K past a chunk: the
 // copy is zero-filled), padded leading dimensions, alpha and beta (beta 0
-// never reads C, which holds NaN); and that the kernel table's gemm takes
-// it for aligned operands and keeps the wmma path for the rest.
+// never reads C, which holds NaN); that the kernel table's gemm takes it
+// for aligned operands and keeps the wmma path for the rest; and every rung
+// of the kernel lab's mma.sync ladder (cuda/lab/gemm_mma_versions.cu).
 // Runs on the emulator (build/test_sim) and on a GPU (build/test_ember).
 #include <doctest/doctest.h>
 
@@ -12,9 +13,11 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "cuda/kernels/gemm_mma.h"
+#include "cuda/lab/gemm_mma_versions.h"
 #include "engine/bfloat16.h"
 #include "engine/half.h"
 #include "tests/cuda/cuda_test_env.h"
@@ -118,4 +121,40 @@ TEST_CASE("cuda gemm mma: the kernel table's gemm takes aligned 16-bit operands,
                                   int64_t lda, const void* B, int64_t ldb, double beta, void* C, int64_t ldc) {
       table.gemm(DType::bf16, a_t, b_t, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, cuda_stream());
     });
+}
+
+TEST_CASE("cuda gemm mma: every rung of the lab's mma.sync ladder matches a double reference" *
+          ember::testing::kNeedsCudaDevice) {
+  REQUIRE(cuda_available());
+  // Ragged in M, N past one 128-wide tile, K past a 32-value step (K and N
+  // multiples of 8, as the rungs need).
+  const int64_t M = 150, N = 136, K = 104;
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<uint16_t> a(size_t(M * K)), b(size_t(K * N));
+  for (auto& v : a) v = float_to_half(u(rng));
+  for (auto& v : b) v = float_to_half(u(rng));
+  std::vector<double> want(size_t(M * N), 0.0), scale(size_t(M * N), 0.0);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t j = 0; j < N; ++j) {
+        const double p = double(half_to_float(a[size_t(i * K + k)])) * half_to_float(b[size_t(k * N + j)]);
+        want[size_t(i * N + j)] += p;
+        scale[size_t(i * N + j)] += std::fabs(p);
+      }
+  DeviceBuffer<uint16_t> da(a), db(b);
+  const std::vector<std::string> rungs = cuda::lab::gemm_mma_versions();
+  CHECK(rungs.size() == 6);
+  for (const std::string& rung : rungs) {
+    CAPTURE(rung);
+    DeviceBuffer<uint16_t> dc(size_t(M * N));
+    REQUIRE(cuda::lab::gemm_mma_version(rung, M, N, K, da.p, db.p, dc.p, cuda_stream()));
+    const std::vector<uint16_t> c = dc.host();
+    int64_t bad = 0;
+    for (size_t i = 0; i < c.size(); ++i)
+      if (!(std::fabs(half_to_float(c[i]) - want[i]) <= std::fabs(want[i]) / 1024 + 1e-5 * scale[i] + 1e-6) && bad++ < 3)
+        MESSAGE("C[" << i / size_t(N) << ", " << i % size_t(N) << "] = " << half_to_float(c[i]) << ", want " << want[i]);
+    CHECK(bad == 0);
+  }
+  CHECK_FALSE(cuda::lab::gemm_mma_version("mma_no_such_rung", M, N, K, da.p, db.p, nullptr, cuda_stream()));
 }
