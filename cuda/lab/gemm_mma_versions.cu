@@ -24,6 +24,7 @@ template <bool CpAsync, int Stages, bool Ldmatrix, bool Swizzle, bool StagedEpil
 struct Rung {
   static constexpr bool kCpAsync = CpAsync, kLdmatrix = Ldmatrix, kSwizzle = Swizzle, kStagedEpilogue = StagedEpilogue;
   static constexpr int kStages = Stages;
+  static_assert(kCpAsync ? kStages >= 2 : kStages == 1, "registers stage one buffer; cp.async two or more");
   static constexpr int kABytes = Swizzle ? Tile::kABytes : Tile::BM * kAPaddedRow;
   static constexpr int kBBytes = Swizzle ? Tile::kBBytes : 32 * kBPaddedRow;
   static constexpr int kStageBytes = kABytes + kBBytes;
