@@ -1,6 +1,7 @@
-// tests/cuda/device_buffer.h — a cudaMalloc'd array for tests that call
-// kernels directly (the probes of cuda/lab, the tensor-core convolution):
-// filled from a host vector, read back after the device is idle. Works on a
+// tests/cuda/device_buffer.h — for tests that call kernels directly (the
+// probes of cuda/lab, the tensor-core convolutions and GEMM): a cudaMalloc'd
+// array filled from a host vector and read back after the device is idle,
+// and the f16/bf16 bit patterns such operands are built from. Works on a
 // GPU and on the emulator alike.
 #pragma once
 #include <doctest/doctest.h>
@@ -8,7 +9,12 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
+
+#include "engine/bfloat16.h"
+#include "engine/dtype.h"
+#include "engine/half.h"
 
 namespace ember::testing {
 
@@ -33,5 +39,9 @@ struct DeviceBuffer {
     return v;
   }
 };
+
+// A value as f16 or bf16 bits (dt), and back.
+inline uint16_t to_bits16(float v, DType dt) { return dt == DType::f16 ? float_to_half(v) : float_to_bf16(v); }
+inline double from_bits16(uint16_t b, DType dt) { return dt == DType::f16 ? half_to_float(b) : bf16_to_float(b); }
 
 }  // namespace ember::testing

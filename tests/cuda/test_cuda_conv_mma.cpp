@@ -26,11 +26,10 @@ using namespace ember;
 using ember::testing::cuda_available;
 using ember::testing::cuda_stream;
 using ember::testing::DeviceBuffer;
+using ember::testing::from_bits16;
+using ember::testing::to_bits16;
 
 namespace {
-
-uint16_t to_bits(float v, DType dt) { return dt == DType::f16 ? float_to_half(v) : float_to_bf16(v); }
-double from_bits(uint16_t b, DType dt) { return dt == DType::f16 ? half_to_float(b) : bf16_to_float(b); }
 
 struct Case {
   int64_t N, C, H, W, K, R, S, stride, pad;
@@ -64,9 +63,9 @@ void check_pass(const Case& c, DType dt, Pass pass, Run&& run) {
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   const size_t nx = size_t(g.N * g.H * g.W * g.C), nw = size_t(g.K * g.R * g.S * g.C), ny = size_t(g.N * g.P * g.Q * g.K);
   std::vector<uint16_t> x(nx), w(nw), gy(ny);
-  for (auto& v : x) v = to_bits(u(rng), dt);
-  for (auto& v : w) v = to_bits(u(rng), dt);
-  for (auto& v : gy) v = to_bits(u(rng), dt);
+  for (auto& v : x) v = to_bits16(u(rng), dt);
+  for (auto& v : w) v = to_bits16(u(rng), dt);
+  for (auto& v : gy) v = to_bits16(u(rng), dt);
   // The reference sums of the pass's output, with the sums of |terms|.
   std::vector<double> want(pass == Pass::forward ? ny : pass == Pass::backward_data ? nx : nw, 0.0);
   std::vector<double> scale(want.size(), 0.0);
@@ -82,7 +81,7 @@ void check_pass(const Case& c, DType dt, Pass pass, Run&& run) {
                 const size_t ix = size_t(((n * g.H + h) * g.W + wc) * g.C + ch);
                 const size_t iw = size_t(((k * g.R + r) * g.S + s) * g.C + ch);
                 const size_t iy = size_t(((n * g.P + p) * g.Q + q) * g.K + k);
-                const double vx = from_bits(x[ix], dt), vw = from_bits(w[iw], dt), vy = from_bits(gy[iy], dt);
+                const double vx = from_bits16(x[ix], dt), vw = from_bits16(w[iw], dt), vy = from_bits16(gy[iy], dt);
                 const double term = pass == Pass::forward ? vx * vw : pass == Pass::backward_data ? vy * vw : vy * vx;
                 const size_t out = pass == Pass::forward ? iy : pass == Pass::backward_data ? ix : iw;
                 want[out] += term;
@@ -101,7 +100,7 @@ void check_pass(const Case& c, DType dt, Pass pass, Run&& run) {
   const double unit = dt == DType::f16 ? 1.0 / 1024 : 1.0 / 128;  // the result's relative step
   int64_t bad = 0;
   for (size_t i = 0; i < want.size(); ++i) {
-    const double v = from_bits(got[i], dt);
+    const double v = from_bits16(got[i], dt);
     if (std::fabs(v - want[i]) > unit * std::fabs(want[i]) + 1e-5 * scale[i] + 1e-7 && bad++ < 5)
       MESSAGE("output " << i << " = " << v << ", want " << want[i]);
   }

@@ -27,11 +27,10 @@ using namespace ember;
 using ember::testing::cuda_available;
 using ember::testing::cuda_stream;
 using ember::testing::DeviceBuffer;
+using ember::testing::from_bits16;
+using ember::testing::to_bits16;
 
 namespace {
-
-uint16_t to_bits(float v, DType dt) { return dt == DType::f16 ? float_to_half(v) : float_to_bf16(v); }
-double from_bits(uint16_t b, DType dt) { return dt == DType::f16 ? half_to_float(b) : bf16_to_float(b); }
 
 struct Problem {
   int64_t M, N, K;
@@ -55,10 +54,10 @@ void check(const Problem& p, DType dt, Gemm&& gemm) {
   std::mt19937 rng(unsigned(p.M * 7 + p.N * 3 + p.K + p.ta * 2 + p.tb));
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   std::vector<uint16_t> a(size_t(a_rows * lda)), b(size_t(b_rows * ldb)), c(size_t(p.M * ldc));
-  for (auto& v : a) v = to_bits(u(rng), dt);
-  for (auto& v : b) v = to_bits(u(rng), dt);
-  const uint16_t nan = to_bits(std::numeric_limits<float>::quiet_NaN(), dt);
-  for (auto& v : c) v = p.beta == 0 ? nan : to_bits(u(rng), dt);
+  for (auto& v : a) v = to_bits16(u(rng), dt);
+  for (auto& v : b) v = to_bits16(u(rng), dt);
+  const uint16_t nan = to_bits16(std::numeric_limits<float>::quiet_NaN(), dt);
+  for (auto& v : c) v = p.beta == 0 ? nan : to_bits16(u(rng), dt);
   DeviceBuffer<uint16_t> da(a), db(b), dc(c);
   gemm(p.ta, p.tb, p.M, p.N, p.K, p.alpha, da.p, lda, db.p, ldb, p.beta, dc.p, ldc);
   const std::vector<uint16_t> got = dc.host();
@@ -66,15 +65,15 @@ void check(const Problem& p, DType dt, Gemm&& gemm) {
   int64_t bad = 0;
   for (int64_t i = 0; i < p.M; ++i)
     for (int64_t j = 0; j < ldc; ++j) {
-      const double old = from_bits(c[size_t(i * ldc + j)], dt), v = from_bits(got[size_t(i * ldc + j)], dt);
+      const double old = from_bits16(c[size_t(i * ldc + j)], dt), v = from_bits16(got[size_t(i * ldc + j)], dt);
       if (j >= p.N) {  // past N: untouched
         if (got[size_t(i * ldc + j)] != c[size_t(i * ldc + j)] && bad++ < 5) MESSAGE("C[" << i << ", " << j << "] was written");
         continue;
       }
       double sum = 0, scale = 0;
       for (int64_t k = 0; k < p.K; ++k) {
-        const double x = from_bits(a[size_t(p.ta ? k * lda + i : i * lda + k)], dt);
-        const double y = from_bits(b[size_t(p.tb ? j * ldb + k : k * ldb + j)], dt);
+        const double x = from_bits16(a[size_t(p.ta ? k * lda + i : i * lda + k)], dt);
+        const double y = from_bits16(b[size_t(p.tb ? j * ldb + k : k * ldb + j)], dt);
         sum += x * y;
         scale += std::fabs(x * y);
       }

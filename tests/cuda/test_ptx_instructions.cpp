@@ -36,10 +36,9 @@ using ember::testing::DeviceBuffer;
 
 namespace {
 
-uint16_t to_bits16(float v, MmaInput in) {
-  return in == MmaInput::f16 ? float_to_half(v) : float_to_bf16(v);
-}
-float from_bits16(uint16_t b, MmaInput in) { return in == MmaInput::f16 ? half_to_float(b) : bf16_to_float(b); }
+DType dtype_of(MmaInput in) { return in == MmaInput::f16 ? DType::f16 : DType::bf16; }
+uint16_t to_bits16(float v, MmaInput in) { return ember::testing::to_bits16(v, dtype_of(in)); }
+double from_bits16(uint16_t b, MmaInput in) { return ember::testing::from_bits16(b, dtype_of(in)); }
 
 // f32 -> TF32 as cvt.rna.tf32.f32 rounds: to nearest, ties away from zero.
 float round_tf32(float x) {

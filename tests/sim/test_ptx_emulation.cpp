@@ -18,30 +18,14 @@
 
 #include "cuda/common.cuh"
 #include "cuda/ptx_instructions.cuh"
+#include "tests/cuda/device_buffer.h"
 #include "tests/support/test_helpers.h"
 
 namespace ptx = ember::cuda::ptx;
 using ember::cuda::launch;
+using ember::testing::DeviceBuffer;
 
 namespace {
-
-template <typename T>
-struct Device {
-  T* p = nullptr;
-  size_t n;
-  explicit Device(size_t count) : n(count) {
-    REQUIRE(cudaMalloc(reinterpret_cast<void**>(&p), n * sizeof(T)) == 0);
-    REQUIRE(cudaMemset(p, 0, n * sizeof(T)) == 0);
-  }
-  ~Device() { cudaFree(p); }
-  Device(const Device&) = delete;
-  Device& operator=(const Device&) = delete;
-  std::vector<T> host() const {
-    std::vector<T> v(n);
-    REQUIRE(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost) == 0);
-    return v;
-  }
-};
 
 // ---------------------------------------------------------- broken rules
 __global__ void mma_half_warp_kernel(float* d) {
@@ -110,8 +94,7 @@ template <PipelineBug Bug>
 std::vector<float> run_pipeline(int tiles) {
   std::vector<float> src(size_t(tiles) * 32);
   for (size_t i = 0; i < src.size(); ++i) src[i] = float(i) + 0.5f;
-  Device<float> dsrc(src.size()), ddst(src.size());
-  REQUIRE(cudaMemcpy(dsrc.p, src.data(), src.size() * 4, cudaMemcpyHostToDevice) == 0);
+  DeviceBuffer<float> dsrc(src), ddst(src.size());
   launch(pipeline_kernel<Bug>, dim3(1), dim3(32), 0, nullptr, dsrc.p, tiles, ddst.p);
   REQUIRE(cudaDeviceSynchronize() == 0);
   std::vector<float> got = ddst.host();
@@ -128,9 +111,9 @@ size_t nonzero(const std::vector<float>& v) {
 }  // namespace
 
 TEST_CASE("cudasim ptx: breaches of the PTX rules are launch failures naming the rule and the line") {
-  Device<float> f(256);
-  Device<uint32_t> u(32);
-  Device<uint16_t> h(32 * 8);
+  DeviceBuffer<float> f(256);
+  DeviceBuffer<uint32_t> u(32);
+  DeviceBuffer<uint16_t> h(32 * 8);
   std::string m = ember::testing::thrown_message([&] { launch(mma_half_warp_kernel, dim3(1), dim3(16), 0, nullptr, f.p); });
   CHECK(m.find("mma.sync without a full warp") != std::string::npos);
   CHECK(m.find("(mma.sync needs all 32 lanes of a warp)") != std::string::npos);
