@@ -53,13 +53,17 @@ void set_cudnn_deterministic(bool on);
 // replaced; a malformed one is an Error naming the file and line. No effect
 // without cuDNN.
 void set_cudnn_algorithm_cache(const std::string& path);
-// f32 convolutions (cuDNN) and GEMMs (cuBLAS) may run on TF32 tensor cores:
-// inputs rounded to a 10-bit mantissa, products accumulated in f32, as
-// PyTorch's torch.backends.cudnn.allow_tf32 (on by default there) and
-// torch.backends.cuda.matmul.allow_tf32. Off by default in the library, so
+// f32 convolutions and GEMMs may run on TF32 tensor cores: inputs rounded
+// to a 10-bit mantissa, products accumulated in f32, as PyTorch's
+// torch.backends.cudnn.allow_tf32 (on by default there) and
+// torch.backends.cuda.matmul.allow_tf32. cuDNN and cuBLAS take it as their
+// math mode; ember's own kernels run the channels-last convolutions with C
+// and K multiples of 4 (conv_mma.cu) and GEMMs whose operands allow 16-byte
+// copies (gemm_mma.cu) on mma.sync m16n8k8, inputs rounded to nearest
+// (cvt.rna), and keep the rest in f32. Off by default in the library, so
 // f32 stays within f32 rounding of the CPU; the programs turn it on with
 // --tf32 1 (their default). Ampere (sm 80) and newer; no effect on f16,
-// bf16 and f64, on older GPUs, on the native kernels, or without cuDNN.
+// bf16 and f64.
 void set_tf32(bool on);
 bool tf32_enabled();
 

@@ -27,7 +27,5 @@ const Kernels* cudnn_kernels() { return nullptr; }
 void set_cudnn_benchmark(bool) {}
 void set_cudnn_deterministic(bool) {}
 void set_cudnn_algorithm_cache(const std::string&) {}
-void set_tf32(bool) {}
-bool tf32_enabled() { return false; }
 }  // namespace ember::cuda
 #endif

@@ -21,11 +21,13 @@
 #      ResNet-50 layer's size, f32 and f16; 16-byte packs, and one element off alignment), ~1 minute.
 #  11. (not by default) the tensor-core instructions and convolutions: the mma.sync/ldmatrix/cp.async and
 #      conv_mma test cases on the device (the hardware judges the emulator's fragment layouts), then
-#      bench_conv_cuda: every ResNet-50 convolution, native against cuDNN per pass, f16 and bf16 channels-last
-#      (and TF32 NCHW, where the native f32 path has no tensor cores yet), and the layer-time-weighted ratio;
-#      the native f16/bf16 GEMM at 4096^3 against cuBLAS, and the lab's mma.sync ladder at that size;
-#      then ResNet-50 training, --conv native against cudnn, nhwc fp16 and bf16, alternating, 3 rounds.
-#      `PARTS="11"` is that issue's check (~7 minutes).
+#      bench_conv_cuda: every ResNet-50 convolution, native against cuDNN per pass, f16 and bf16 channels-last,
+#      and the layer-time-weighted ratio; the native f16/bf16 GEMM at 4096^3 against cuBLAS, and the lab's
+#      mma.sync ladder at that size; then ResNet-50 training, --conv native against cudnn, nhwc fp16 and bf16,
+#      alternating, 3 rounds. `PARTS="11"` is that issue's check (~7 minutes), then PARTS="12".
+#  12. (not by default) the same for f32 on TF32 (--tf32 1): the f32 tensor-core tests on the device, the
+#      GEMM at 4096^3 against cuBLAS, every ResNet-50 convolution channels-last against cuDNN, and ResNet-50
+#      fp32 training nhwc, native against cudnn, 3 rounds (~3 minutes).
 # Each part has its own time limit; logs go to $OUT (default /tmp/gpu_check). PARTS="1 2" picks.
 set -u
 cd "$(dirname "$0")/.."
@@ -220,8 +222,6 @@ if wants 11; then
       timeout 100 build/bench_conv_cuda --num-layers 50 --batch-size 64 --image-size 224 --dtype $dt --layout nhwc \
         --reps 10 --rounds 3 2>&1 | tee -a "$OUT/conv_layers.log" | tail -3
     done
-    timeout 100 build/bench_conv_cuda --num-layers 50 --batch-size 64 --image-size 224 --dtype f32 --tf32 1 \
-      --layout nchw --reps 5 --rounds 3 2>&1 | tee -a "$OUT/conv_layers.log" | tail -2
   fi
   r50="--num-layers 50 --image-shape 3,224,224 --batch-size 64 --num-batches 20 --layout nhwc"
   for round in 1 2 3; do
@@ -230,6 +230,23 @@ if wants 11; then
         echo "round $round $prec --conv $conv: $(timeout 60 build/train_resnet --benchmark 1 --gpus 0 $r50 \
           --precision $prec --conv $conv 2>&1 | tee -a "$OUT/mma_train.log" | grep -E "Median speed|rror" | tr '\n' ' ')"
       done
+    done
+  done
+fi
+if wants 12; then
+  say "12. f32 on TF32 tensor cores: tests on the device, GEMM and per-layer native/cuDNN, training"
+  timeout 60 build/test_ember -tc="*TF32*" 2>&1 | tee "$OUT/tf32_tests.log" | tail -4
+  if [ -x build/bench_conv_cuda ]; then
+    timeout 60 build/bench_conv_cuda --gemm 4096 --dtype f32 --tf32 1 --reps 10 --rounds 3 2>&1 \
+      | tee -a "$OUT/gemm.log" | tail -1
+    timeout 100 build/bench_conv_cuda --num-layers 50 --batch-size 64 --image-size 224 --dtype f32 --tf32 1 \
+      --layout nhwc --reps 5 --rounds 3 2>&1 | tee -a "$OUT/conv_layers.log" | tail -3
+  fi
+  r50="--num-layers 50 --image-shape 3,224,224 --batch-size 64 --num-batches 20 --layout nhwc"
+  for round in 1 2 3; do
+    for conv in native cudnn; do
+      echo "round $round fp32 --tf32 1 --conv $conv: $(timeout 60 build/train_resnet --benchmark 1 --gpus 0 $r50 \
+        --precision fp32 --tf32 1 --conv $conv 2>&1 | tee -a "$OUT/mma_train.log" | grep -E "Median speed|rror" | tr '\n' ' ')"
     done
   done
 fi

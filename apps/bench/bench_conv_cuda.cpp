@@ -110,7 +110,8 @@ int run(int argc, char** argv) {
   f.add("in-channels", &in_channels, "channels of the input image");
   f.add("dtype", &dtype_flag, "f32, f16 or bf16");
   f.add("layout", &layout, "nhwc (channels-last) or nchw");
-  f.add("tf32", &tf32, "f32 convolutions on the tensor cores in TF32 (cuDNN; the native f32 path has none yet)");
+  f.add("tf32", &tf32, "f32 on the tensor cores in TF32: cuDNN and cuBLAS, and the native channels-last convolutions "
+                       "and aligned GEMMs");
   f.add("gemm", &gemm_size, "time an n x n x n GEMM instead (native against cuBLAS), n this value; 0: the convolutions");
   f.add("reps", &reps, "calls per timed round");
   f.add("rounds", &rounds, "rounds per pass and table, alternating native and cuDNN; the median is printed");

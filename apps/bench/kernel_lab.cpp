@@ -18,6 +18,7 @@
 //   build/kernel_lab_sim --op gemm-ladder --m 128 --ncols 128 --kdim 64 --lines 2
 //   build/kernel_lab --op gemm --m 4096 --ncols 4096 --kdim 4096 --reps 20
 //   build/kernel_lab --op all --dtype f16 --tensor-cores 0     (f16 on the FP32 pipes)
+//   build/kernel_lab_sim --op conv2d_forward --layout nhwc --tf32 1   (f32 on TF32 mma.sync)
 //   build/kernel_lab_sim --op bn-stats-ladder --lines 1         (two passes -> Welford -> ember's)
 //   build/kernel_lab_sim --op conv-ladder --lines 1             (direct -> implicit GEMM -> tap table)
 #include <algorithm>
@@ -42,6 +43,7 @@
 #if defined(EMBER_CUDA) || defined(EMBER_CUDASIM)
 #include <cuda_runtime.h>
 
+#include "cuda/cuda_device.h"
 #include "cuda/cuda_kernels.h"
 #include "cuda/lab/batch_norm_versions.h"
 #include "cuda/lab/conv_versions.h"
@@ -500,7 +502,7 @@ int run(int argc, char** argv) {
   double peak_gbs = 0;
   double tolerance = 0;
   std::string dtype_flag = "f32", layout_flag = "nchw";
-  bool tensor_cores = true;
+  bool tensor_cores = true, tf32 = false;
   apps::Flags f("kernel_lab", "ember's CUDA kernels one op at a time: checked against the CPU kernel, then timed "
                               "(a GPU) or profiled (the emulator build, kernel_lab_sim).");
   f.add("op", &op_flag, "gemm, conv2d_forward, conv2d_backward_data, conv2d_backward_filter, "
@@ -532,13 +534,17 @@ int run(int argc, char** argv) {
   f.add("dtype", &dtype_flag, "f32, f16 or bf16 storage for gemm, the convolutions and the memory-bound ops "
                               "(16-bit: f32 accumulation)");
   f.add("layout", &layout_flag, "the convolutions' memory order: nchw, or nhwc (channels-last images, KRSC "
-                                "filters; in f16/bf16 with channels in multiples of 8 they run on mma.sync)");
+                                "filters; on mma.sync in f16/bf16 with channels in multiples of 8, "
+                                "or f32 with --tf32 1 and multiples of 4)");
   f.add("misalign", &s.misalign, "memory-bound ops: every operand one element past 16-byte alignment (the "
                                  "element-by-element path instead of 16-byte packs)");
   f.group("what to do");
   f.add("tensor-cores", &tensor_cores, "f16/bf16 gemm and convolutions on the tensor cores (0: on the FP32 pipes)");
+  f.add("tf32", &tf32, "f32 gemm and channels-last convolutions on the tensor cores in TF32 (mma.sync m16n8k8, "
+                       "inputs rounded to a 10-bit mantissa)");
   f.add("tolerance", &tolerance, "largest |CUDA - CPU| over the largest |CPU| value that passes "
-                                 "(0: by dtype, 1e-4 f32, 2e-3 f16, 1.6e-2 bf16: one rounding of the result)");
+                                 "(0: by dtype, 1e-4 f32 (2e-3 with --tf32 1), 2e-3 f16, 1.6e-2 bf16: one rounding "
+                                 "of the result or of the inputs)");
   f.add("reps", &reps, "timed launches per op on a GPU (the median is printed)");
   f.add("peak-gbs", &peak_gbs, "GPU: the memory bandwidth GB/s are compared with (0: the datasheet figure of a "
                                 "known GPU, else 2 x memory clock x bus width from the device)");
@@ -548,8 +554,10 @@ int run(int argc, char** argv) {
   s.dt = apps::parse_float_dtype(dtype_flag, "--dtype");
   EMBER_CHECK(layout_flag == "nchw" || layout_flag == "nhwc", "--layout must be nchw or nhwc, got ", layout_flag);
   s.channels_last = layout_flag == "nhwc";
-  if (tolerance == 0) tolerance = s.dt == DType::f32 ? 1e-4 : s.dt == DType::f16 ? 2e-3 : 1.6e-2;
+  if (tolerance == 0)
+    tolerance = s.dt == DType::f32 ? (tf32 ? 2e-3 : 1e-4) : s.dt == DType::f16 ? 2e-3 : 1.6e-2;
   cuda::set_native_tensor_cores(tensor_cores);
+  cuda::set_tf32(tf32);
   std::string peak_source = "from --peak-gbs";
 #if !defined(EMBER_CUDASIM)
   if (peak_gbs <= 0) std::tie(peak_gbs, peak_source) = device_peak_bandwidth();

@@ -129,7 +129,8 @@ void declare_gpu_flags(Flags& f, GpuOptions& g) {
         "a file keeping cuDNN's algorithm choices per GPU and cuDNN version: read at the start, rewritten when a "
         "shape is timed, so --cudnn-benchmark 1 times each shape once per machine (empty: none)");
   f.add("tf32", &g.tf32,
-        "1: f32 convolutions (cuDNN) and GEMMs (cuBLAS) may round inputs to TF32 on tensor cores (sm 80+); 0: full f32");
+        "1: f32 convolutions and GEMMs may round inputs to TF32 on tensor cores (sm 80+): cuDNN and cuBLAS, and "
+        "the native channels-last convolutions and aligned GEMMs; 0: full f32");
   f.add("layout", &g.layout,
         "GPU activations and convolution weights: nchw, or nhwc (channels-last, what tensor cores read; checkpoints "
         "stay NCHW either way). Default nchw: which is faster per precision is measured by scripts/gpu_check.sh");

@@ -2,10 +2,10 @@
 //
 // Created on first use (creating them needs a GPU) and kept for the life of
 // the process; every call rebinds the handle to the stream it is given.
-// cuBLAS itself is opened on first use (cublas_loader.h). The TF32 switch
-// (cuda_device.h's set_tf32) lives here: cuBLAS's math mode follows it on
-// every call, and cudnn_conv.cu asks it when it picks an algorithm.
-#include <atomic>
+// cuBLAS itself is opened on first use (cublas_loader.h). cuBLAS's math mode
+// follows the TF32 switch (cuda_device.h's set_tf32, kept in
+// cuda/kernels/gemm.cu for the native kernels too) on every call, and
+// cudnn_conv.cu asks it when it picks an algorithm.
 #include <mutex>
 
 #include "cuda/cudnn/cublas_loader.h"
@@ -13,13 +13,6 @@
 #include "cuda/cudnn/cudnn_common.h"
 
 namespace ember::cuda {
-namespace {
-std::atomic<bool> g_tf32{false};
-}  // namespace
-
-void set_tf32(bool on) { g_tf32 = on; }
-bool tf32_enabled() { return g_tf32; }
-
 cudnnHandle_t cudnn_handle(cudaStream_t stream) {
   static cudnnHandle_t handle = [] {
     cudnnHandle_t h = nullptr;

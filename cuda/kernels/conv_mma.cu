@@ -1,12 +1,14 @@
 // cuda/kernels/conv_mma.cu — the tensor-core convolutions for channels-last
-// 16-bit tensors: implicit GEMMs on mma.sync, fed by a multistage cp.async
-// pipeline and ldmatrix from swizzled shared memory (cuda/kernels/mma_tile.cuh,
-// cuda/ptx_instructions.cuh). conv.cu hands them the convolutions they take
-// (conv_mma_supports) and keeps its scalar path for the rest.
+// tensors: f16 and bf16, and f32 on TF32 while set_tf32 is on (cuda_device.h,
+// the programs' --tf32): implicit GEMMs on mma.sync, fed by a multistage
+// cp.async pipeline and ldmatrix from swizzled shared memory
+// (cuda/kernels/mma_tile.cuh, cuda/ptx_instructions.cuh). conv.cu hands them
+// the convolutions they take (conv_mma_supports) and keeps its scalar path
+// for the rest.
 //
 //   forward          y [N*P*Q, K] = col(x) [N*P*Q, R*S*C] * w^T [R*S*C, K]
 //                    A: x gathered, K-major (a row per output pixel, 8
-//                    channels of one tap per 16-byte chunk); B: w as stored
+//                    channels (4 in f32) of one tap per 16-byte chunk); B: w as stored
 //                    [K, R*S*C], K-major.
 //   backward data    gx [N*H*W, C] = g(gy) [N*H*W, R*S*K] * w' [R*S*K, C]
 //                    A(m = (n, h, w), (r, s, k)) = gy[n, p, q, k] where
@@ -31,21 +33,24 @@
 //   tap and channel); afterwards every position advances by adding 32 and
 //   carrying (c into s into r, or q into p into n), so no loop divides
 //   (tests/cuda/test_cuda_ptx.cpp reads the PTX);
-// - main loop: kStages shared-memory stages in a ring; step t is copied with
+// - main loop: kStages shared-memory stages in a ring; step t (64 bytes of
+//   each row: 32 16-bit values or 16 f32) is copied with
 //   16-byte cp.async (zero-filled where it falls outside the tensors) into
 //   stage t % kStages, one commit group per step, and computed after
 //   cp.async.wait_group kStages - 2 and a barrier, so kStages - 1 steps of
 //   copies are in flight while the tensor cores work;
-// - each warp loads its fragments with ldmatrix (.trans for MN-major tiles)
-//   and runs mma.sync m16n8k16 with f32 accumulators (mma_tile.cuh);
+// - each warp loads its fragments with ldmatrix (.trans for MN-major tiles;
+//   32-bit shared loads for MN-major f32) and runs mma.sync m16n8k16 (f32:
+//   m16n8k8 on values rounded to TF32) with f32 accumulators (mma_tile.cuh);
 // - epilogue: each lane holds pairs of adjacent output columns, which are
-//   adjacent in memory in all three passes: one 4-byte store per pair,
-//   rounded once from f32.
+//   adjacent in memory in all three passes: one 4-byte (f32: 8-byte) store
+//   per pair, rounded once from f32.
 #include "cuda/common.cuh"
 
 #include <algorithm>
 
 #include "cuda/allocator.h"
+#include "cuda/cuda_device.h"
 #include "cuda/cuda_kernels.h"
 #include "cuda/kernels/conv_mma.h"
 #include "cuda/kernels/conv_operands.cuh"
@@ -75,6 +80,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) conv_mma_forward_kernel(ConvDim
   const int tid = int(threadIdx.x);
   const int M = d.N * d.P * d.Q, Kred = d.R * d.S * d.C;
   const int m0 = int(blockIdx.x) * Cfg::BM, n0 = int(blockIdx.y) * Cfg::BN;
+  constexpr int kChunk = kChunkValues<T>, kStep = kStepValues<T>;
   // This thread copies chunk `chunk` of rows row0 + i * kRowStep of both tiles.
   constexpr int kRowStep = Cfg::kThreads / 4;
   const int chunk = tid & 3, row0 = tid >> 2;
@@ -93,8 +99,8 @@ __global__ void __launch_bounds__(Cfg::kThreads) conv_mma_forward_kernel(ConvDim
     a_w[i] = q * d.sw - d.pw;
   }
   int tap_r = 0, tap_s = 0, tap_c = 0;  // the reduction position of this thread's chunk
-  advance_tap(tap_r, tap_s, tap_c, chunk * 8, d.C, d.S, d.R);
-  int b_k = chunk * 8;  // the same, as an index into a filter row
+  advance_tap(tap_r, tap_s, tap_c, chunk * kChunk, d.C, d.S, d.R);
+  int b_k = chunk * kChunk;  // the same, as an index into a filter row
 
   const auto copy = [&](int stage, int) {
     unsigned char* a_tile = stages + stage * Cfg::kStageBytes;
@@ -113,12 +119,12 @@ __global__ void __launch_bounds__(Cfg::kThreads) conv_mma_forward_kernel(ConvDim
       ptx::cp_async<16>(b_tile + k_major_offset(row0 + i * kRowStep, chunk), inside ? w + int64_t(k) * Kred + b_k : w,
                         inside ? 16 : 0);
     }
-    advance_tap(tap_r, tap_s, tap_c, Cfg::kStepValues, d.C, d.S, d.R);
-    b_k += Cfg::kStepValues;
+    advance_tap(tap_r, tap_s, tap_c, kStep, d.C, d.S, d.R);
+    b_k += kStep;
   };
   float acc[Cfg::kFragM][Cfg::kFragN][4];
   zero_accumulators<Cfg>(acc);
-  main_loop<T, Cfg, true, true>(acc, stages, 0, (Kred + Cfg::kStepValues - 1) / Cfg::kStepValues, copy);
+  main_loop<T, Cfg, true, true>(acc, stages, 0, (Kred + kStep - 1) / kStep, copy);
   store_tile<Cfg>(acc, m0, n0, M, d.K, StorePairs<T>{y, d.K});
 }
 
@@ -160,6 +166,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) conv_mma_backward_data_kernel(D
   const int M = N * d.Ha * d.Wb, Kred = d.Ra * d.Sb * d.K;
   const int m0 = int(blockIdx.x) * Cfg::BM, n0 = int(blockIdx.y) * Cfg::BN;
   if (m0 >= M) return;  // the grid fits the largest phase; the whole block leaves, before any barrier
+  constexpr int kChunk = kChunkValues<T>, kStep = kStepValues<T>;
   // A (K-major): chunk `a_chunk` of rows a_row0 + i * kARowStep.
   constexpr int kARowStep = Cfg::kThreads / 4;
   const int a_chunk = tid & 3, a_row0 = tid >> 2;
@@ -178,12 +185,12 @@ __global__ void __launch_bounds__(Cfg::kThreads) conv_mma_backward_data_kernel(D
     a_q[i] = wi + d.eb;
   }
   int a_r = 0, a_s = 0, a_k = 0;  // (ri, si, k) of this thread's A chunk
-  advance_tap(a_r, a_s, a_k, a_chunk * 8, d.K, d.Sb, d.Ra);
+  advance_tap(a_r, a_s, a_k, a_chunk * kChunk, d.K, d.Sb, d.Ra);
   // B (MN-major, rows = reduction (ri, si, k), chunks along c): chunk b_chunk
   // of rows b_row0 + j * kBRowStep, each with its own reduction position.
-  constexpr int kBChunksPerRow = Cfg::BN / 8, kBRowStep = Cfg::kThreads / kBChunksPerRow;
+  constexpr int kBChunksPerRow = Cfg::BN / kChunk, kBRowStep = Cfg::kThreads / kBChunksPerRow;
   const int b_chunk = tid % kBChunksPerRow, b_row0 = tid / kBChunksPerRow;
-  const int c = n0 + b_chunk * 8;
+  const int c = n0 + b_chunk * kChunk;
   int b_r[Cfg::kChunksPerThreadB], b_s[Cfg::kChunksPerThreadB], b_k[Cfg::kChunksPerThreadB];
   EMBER_UNROLL
   for (int j = 0; j < Cfg::kChunksPerThreadB; ++j) {
@@ -206,14 +213,15 @@ __global__ void __launch_bounds__(Cfg::kThreads) conv_mma_backward_data_kernel(D
       const bool inside = b_r[j] < d.Ra && c < d.C;
       const int r = d.a + b_r[j] * d.sh, s = d.b + b_s[j] * d.sw;
       const T* src = inside ? w + ((int64_t(b_k[j]) * d.R + r) * d.S + s) * d.C + c : w;
-      ptx::cp_async<16>(b_tile + mn_major_offset<Cfg::BN>(b_row0 + j * kBRowStep, b_chunk), src, inside ? 16 : 0);
-      advance_tap(b_r[j], b_s[j], b_k[j], Cfg::kStepValues, d.K, d.Sb, d.Ra);
+      ptx::cp_async<16>(b_tile + mn_major_offset<T, Cfg::BN>(b_row0 + j * kBRowStep, b_chunk), src,
+                        inside ? 16 : 0);
+      advance_tap(b_r[j], b_s[j], b_k[j], kStep, d.K, d.Sb, d.Ra);
     }
-    advance_tap(a_r, a_s, a_k, Cfg::kStepValues, d.K, d.Sb, d.Ra);
+    advance_tap(a_r, a_s, a_k, kStep, d.K, d.Sb, d.Ra);
   };
   float acc[Cfg::kFragM][Cfg::kFragN][4];
   zero_accumulators<Cfg>(acc);
-  main_loop<T, Cfg, true, false>(acc, stages, 0, (Kred + Cfg::kStepValues - 1) / Cfg::kStepValues, copy);
+  main_loop<T, Cfg, true, false>(acc, stages, 0, (Kred + kStep - 1) / kStep, copy);
   store_tile<Cfg>(acc, m0, n0, M, d.C, StorePhase<T>{gx, &d});
 }
 
@@ -228,18 +236,19 @@ __global__ void __launch_bounds__(Cfg::kThreads) conv_mma_backward_filter_kernel
   const int tid = int(threadIdx.x);
   const int RSC = d.R * d.S * d.C, NPQ = d.N * d.P * d.Q;
   const int m0 = int(blockIdx.x) * Cfg::BM, n0 = int(blockIdx.y) * Cfg::BN;
-  const int steps = (NPQ + Cfg::kStepValues - 1) / Cfg::kStepValues;
+  constexpr int kChunk = kChunkValues<T>, kStep = kStepValues<T>;
+  const int steps = (NPQ + kStep - 1) / kStep;
   const int first = int(blockIdx.z) * steps_per_slice;
   const int last = first + steps_per_slice < steps ? first + steps_per_slice : steps;
   // A (MN-major, rows = output pixels, chunks along k): chunk a_chunk of rows a_row0 + i * kARowStep.
-  constexpr int kAChunksPerRow = Cfg::BM / 8, kARowStep = Cfg::kThreads / kAChunksPerRow;
+  constexpr int kAChunksPerRow = Cfg::BM / kChunk, kARowStep = Cfg::kThreads / kAChunksPerRow;
   const int a_chunk = tid % kAChunksPerRow, a_row0 = tid / kAChunksPerRow;
-  const int k = m0 + a_chunk * 8;
-  int a_npq = first * Cfg::kStepValues + a_row0;  // of row a_row0; row i is kARowStep further
+  const int k = m0 + a_chunk * kChunk;
+  int a_npq = first * kStep + a_row0;  // of row a_row0; row i is kARowStep further
   // B (MN-major, rows = output pixels, chunks along (r, s, c)): the chunk's tap, decoded once.
-  constexpr int kBChunksPerRow = Cfg::BN / 8, kBRowStep = Cfg::kThreads / kBChunksPerRow;
+  constexpr int kBChunksPerRow = Cfg::BN / kChunk, kBRowStep = Cfg::kThreads / kBChunksPerRow;
   const int b_chunk = tid % kBChunksPerRow, b_row0 = tid / kBChunksPerRow;
-  const int rsc = n0 + b_chunk * 8;
+  const int rsc = n0 + b_chunk * kChunk;
   int r = 0, s = 0, c = 0;
   if (rsc < RSC) {
     int rs = 0;
@@ -249,7 +258,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) conv_mma_backward_filter_kernel
   int b_n[Cfg::kChunksPerThreadB], b_p[Cfg::kChunksPerThreadB], b_q[Cfg::kChunksPerThreadB];
   EMBER_UNROLL
   for (int j = 0; j < Cfg::kChunksPerThreadB; ++j) {
-    const int npq = first * Cfg::kStepValues + b_row0 + j * kBRowStep;
+    const int npq = first * kStep + b_row0 + j * kBRowStep;
     int pq = 0;
     b_n[j] = b_p[j] = b_q[j] = 0;
     if (npq < NPQ) {
@@ -267,17 +276,18 @@ __global__ void __launch_bounds__(Cfg::kThreads) conv_mma_backward_filter_kernel
     for (int i = 0; i < Cfg::kChunksPerThreadA; ++i) {
       const int npq = a_npq + i * kARowStep;
       const bool inside = npq < NPQ && k < d.K;
-      ptx::cp_async<16>(a_tile + mn_major_offset<Cfg::BM>(a_row0 + i * kARowStep, a_chunk),
+      ptx::cp_async<16>(a_tile + mn_major_offset<T, Cfg::BM>(a_row0 + i * kARowStep, a_chunk),
                         inside ? gy + int64_t(npq) * d.K + k : gy, inside ? 16 : 0);
     }
-    a_npq += Cfg::kStepValues;
+    a_npq += kStep;
     EMBER_UNROLL
     for (int j = 0; j < Cfg::kChunksPerThreadB; ++j) {
       const int h = b_p[j] * d.sh - d.ph + r, wc = b_q[j] * d.sw - d.pw + s;
       const bool inside = b_n[j] < d.N && rsc < RSC && h >= 0 && h < d.H && wc >= 0 && wc < d.W;
       const T* src = inside ? x + ((int64_t(b_n[j]) * d.H + h) * d.W + wc) * d.C + c : x;
-      ptx::cp_async<16>(b_tile + mn_major_offset<Cfg::BN>(b_row0 + j * kBRowStep, b_chunk), src, inside ? 16 : 0);
-      advance_tap(b_n[j], b_p[j], b_q[j], Cfg::kStepValues, d.Q, d.P, d.N);
+      ptx::cp_async<16>(b_tile + mn_major_offset<T, Cfg::BN>(b_row0 + j * kBRowStep, b_chunk), src,
+                        inside ? 16 : 0);
+      advance_tap(b_n[j], b_p[j], b_q[j], kStep, d.Q, d.P, d.N);
     }
   };
   float acc[Cfg::kFragM][Cfg::kFragN][4];
@@ -301,7 +311,7 @@ __global__ void sum_filter_slices_kernel(const float* part, int splits, int64_t 
 // The large tile while it still gives the GPU two waves of blocks, else the small one.
 constexpr int64_t kLargeTileMinBlocks = 264;
 constexpr int64_t kSplitTargetBlocks = 264;  // split the filter gradient's reduction until about this many blocks
-constexpr int kMinStepsPerSlice = 8;         // 256 output pixels a slice, at least
+constexpr int64_t kMinPixelsPerSlice = 256;  // output pixels a slice, at least
 constexpr int kMaxSlices = 64;
 
 bool use_large(MmaConvTileChoice tile, int64_t rows, int64_t cols) {
@@ -309,13 +319,15 @@ bool use_large(MmaConvTileChoice tile, int64_t rows, int64_t cols) {
   return ((rows + 127) / 128) * ((cols + 127) / 128) >= kLargeTileMinBlocks;
 }
 
-// Calls f(T{}) for f16 or bf16.
+// Calls f(T{}) for f16, bf16 or f32 (TF32).
 template <typename F>
-void with_16bit(DType dt, F&& f) {
+void with_mma_type(DType dt, F&& f) {
   if (dt == DType::f16)
     f(__half{});
-  else
+  else if (dt == DType::bf16)
     f(__nv_bfloat16{});
+  else
+    f(float{});
 }
 
 template <typename Cfg, typename Kernel, typename... Args>
@@ -326,9 +338,10 @@ void launch_tiles(Kernel kernel, int64_t rows, int64_t cols, int slices, cudaStr
 
 template <typename T, typename Cfg>
 void backward_filter(const Conv2dGeometry& g, const T* x, const T* gy, T* gw, cudaStream_t stream) {
-  const int64_t M = g.K, N = g.R * g.S * g.C, steps = (g.N * g.P * g.Q + 31) / 32;
+  const int64_t M = g.K, N = g.R * g.S * g.C, steps = (g.N * g.P * g.Q + kStepValues<T> - 1) / kStepValues<T>;
   const int64_t tiles = ((M + Cfg::BM - 1) / Cfg::BM) * ((N + Cfg::BN - 1) / Cfg::BN);
-  int64_t slices = std::clamp<int64_t>(std::min(kSplitTargetBlocks / tiles, steps / kMinStepsPerSlice), 1, kMaxSlices);
+  int64_t slices = std::clamp<int64_t>(std::min(kSplitTargetBlocks / tiles, steps * kStepValues<T> / kMinPixelsPerSlice), 1,
+                                  kMaxSlices);
   const int64_t per_slice = std::max<int64_t>(1, (steps + slices - 1) / slices);
   slices = (steps + per_slice - 1) / per_slice;
   const ConvDims<int32_t> d = dims_of<int32_t>(g);
@@ -347,8 +360,11 @@ void backward_filter(const Conv2dGeometry& g, const T* x, const T* gy, T* gw, cu
 }  // namespace
 
 bool conv_mma_supports(DType dt, const Conv2dGeometry& g) {
-  if ((dt != DType::f16 && dt != DType::bf16) || !native_tensor_cores()) return false;
-  if (!g.channels_last || g.C % 8 != 0 || g.K % 8 != 0) return false;
+  if (!native_tensor_cores()) return false;
+  const bool tf32 = dt == DType::f32 && tf32_enabled();
+  if (dt != DType::f16 && dt != DType::bf16 && !tf32) return false;
+  const int64_t chunk = tf32 ? 4 : 8;  // values in 16 bytes
+  if (!g.channels_last || g.C % chunk != 0 || g.K % chunk != 0) return false;
   // 32-bit indices: every tensor and the output pixel count below 2^31.
   const int64_t limit = int64_t(1) << 31;
   return g.N * g.H * g.W * g.C < limit && g.N * g.P * g.Q * g.K < limit && g.K * g.R * g.S * g.C < limit;
@@ -360,12 +376,12 @@ bool conv_mma_supports_backward_data(DType dt, const Conv2dGeometry& g) {
 
 void conv2d_forward_mma(DType dt, const Conv2dGeometry& g, const void* x, const void* w, void* y, Stream stream,
                         MmaConvTileChoice tile) {
-  EMBER_CHECK(conv_mma_supports(dt, g), "conv2d_forward_mma: not a channels-last f16/bf16 convolution with C and K "
-                                        "multiples of 8");
+  EMBER_CHECK(conv_mma_supports(dt, g), "conv2d_forward_mma: not a channels-last f16/bf16 (or TF32) convolution "
+                                        "with C and K multiples of 8 (4 in f32)");
   const int64_t M = g.N * g.P * g.Q;
   if (M == 0 || g.K == 0) return;
   const ConvDims<int32_t> d = dims_of<int32_t>(g);
-  with_16bit(dt, [&](auto t) {
+  with_mma_type(dt, [&](auto t) {
     using T = decltype(t);
     const T* px = static_cast<const T*>(x);
     const T* pw = static_cast<const T*>(w);
@@ -381,7 +397,8 @@ void conv2d_forward_mma(DType dt, const Conv2dGeometry& g, const void* x, const 
 void conv2d_backward_data_mma(DType dt, const Conv2dGeometry& g, const void* gy, const void* w, void* gx,
                               Stream stream, MmaConvTileChoice tile) {
   EMBER_CHECK(conv_mma_supports_backward_data(dt, g), "conv2d_backward_data_mma: not a channels-last f16/bf16 "
-                                                      "convolution with C and K multiples of 8 and strides up to 2x2");
+                                                      "(or TF32) convolution with C and K multiples of 8 (4 in f32) "
+                                                      "and strides up to 2x2");
   if (g.N * g.H * g.W == 0 || g.C == 0) return;
   DataPhases phases{};
   int64_t rows = 0;  // the largest phase's pixels
@@ -392,7 +409,7 @@ void conv2d_backward_data_mma(DType dt, const Conv2dGeometry& g, const void* gy,
       rows = std::max<int64_t>(rows, g.N * int64_t(phases.phase[count].Ha) * phases.phase[count].Wb);
       ++count;
     }
-  with_16bit(dt, [&](auto t) {
+  with_mma_type(dt, [&](auto t) {
     using T = decltype(t);
     const T* pgy = static_cast<const T*>(gy);
     const T* pw = static_cast<const T*>(w);
@@ -410,10 +427,10 @@ void conv2d_backward_data_mma(DType dt, const Conv2dGeometry& g, const void* gy,
 
 void conv2d_backward_filter_mma(DType dt, const Conv2dGeometry& g, const void* x, const void* gy, void* gw,
                                 Stream stream, MmaConvTileChoice tile) {
-  EMBER_CHECK(conv_mma_supports(dt, g), "conv2d_backward_filter_mma: not a channels-last f16/bf16 convolution with "
-                                        "C and K multiples of 8");
+  EMBER_CHECK(conv_mma_supports(dt, g), "conv2d_backward_filter_mma: not a channels-last f16/bf16 (or TF32) "
+                                        "convolution with C and K multiples of 8 (4 in f32)");
   if (g.K == 0 || g.C == 0) return;
-  with_16bit(dt, [&](auto t) {
+  with_mma_type(dt, [&](auto t) {
     using T = decltype(t);
     const T* px = static_cast<const T*>(x);
     const T* pgy = static_cast<const T*>(gy);

@@ -6,8 +6,10 @@
 namespace ember::cuda {
 
 // Channels-last f16 or bf16 with C and K multiples of 8 (16-byte vectors of
-// channels) and every tensor under 2^31 elements, while the native tensor
-// cores are on (cuda_kernels.h: EMBER_CUDA_TENSOR_CORES=0 turns them off).
+// channels), or f32 with C and K multiples of 4 while TF32 is allowed
+// (cuda_device.h's set_tf32), every tensor under 2^31 elements, while the
+// native tensor cores are on (cuda_kernels.h: EMBER_CUDA_TENSOR_CORES=0
+// turns them off).
 bool conv_mma_supports(DType dt, const Conv2dGeometry& g);
 // The block tile: chosen by the size of the problem (automatic), or forced
 // (tests and the kernel lab): large is 128x128 outputs in 3 stages, small

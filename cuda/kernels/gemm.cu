@@ -8,7 +8,9 @@
 // on mma.sync (gemm_mma.cu: a cp.async pipeline, ldmatrix from swizzled
 // shared memory) when A and B allow 16-byte copies (aligned, leading
 // dimensions multiples of 8), else on wmma (gemm_tensor.cuh: 128x128, 64x64
-// or 32x32 block tiles of 16x16 fragments, f32 accumulators); otherwise, and for f32 and f64,
+// or 32x32 block tiles of 16x16 fragments, f32 accumulators). f32 takes the
+// same mma.sync path on TF32 while set_tf32 is on (cuda_device.h: PyTorch's
+// matmul.allow_tf32) and its operands allow 16-byte copies. Otherwise, and for f32 and f64,
 // the tile loop is gemm_tiled_kernel (gemm.cuh): 64x64 block tiles with a
 // 4x4 register micro-tile per thread (BK = 16), 128x128 tiles with 8x8
 // (BK = 8) for big f32 products, or 32x32 tiles with 2x2 when M or N is
@@ -25,6 +27,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "cuda/cuda_device.h"
 #include "cuda/cuda_kernels.h"
 #include "cuda/kernels/fast_divmod.cuh"
 #include "cuda/kernels/gemm.cuh"
@@ -102,6 +105,14 @@ bool g_tensor_cores = tensor_cores_from_environment();
 
 bool native_tensor_cores() { return g_tensor_cores; }
 void set_native_tensor_cores(bool on) { g_tensor_cores = on; }
+
+// The TF32 switch of cuda_device.h, for ember's own kernels (conv_mma.cu,
+// gemm_mma.cu) and for cuDNN and cuBLAS (cuda/cudnn/), which ask it on each call.
+namespace {
+bool g_tf32 = false;  // plain, as g_tensor_cores
+}  // namespace
+void set_tf32(bool on) { g_tf32 = on; }
+bool tf32_enabled() { return g_tf32; }
 
 void gemm(DType dt, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const void* A,
           int64_t lda, const void* B, int64_t ldb, double beta, void* C, int64_t ldc, Stream stream) {

@@ -1,10 +1,11 @@
 // cuda/kernels/gemm_mma.cu — the f16/bf16 GEMM on the mma.sync main loop of
-// mma_tile.cuh (the one the channels-last convolutions run on):
+// mma_tile.cuh (the one the channels-last convolutions run on), and the f32
+// one on TF32 while set_tf32 is on:
 //   C [M, N] = alpha * op(A) [M, K] * op(B) [K, N] + beta * C, row-major,
 //   f32 accumulators, C rounded once.
 // gemm.cu hands it every 16-bit product whose operands allow 16-byte copies
 // (gemm_mma_supports): base pointers 16-byte aligned and leading dimensions
-// multiples of 8 values. Edges need no alignment: a chunk of 8 values that
+// multiples of 16 bytes. Edges need no alignment: a chunk of 16 bytes that
 // runs past M, N or K is copied in part and zero-filled by cp.async (its
 // source size), so any M, N and K work.
 //
@@ -16,6 +17,7 @@
 // so every copy reads 16 contiguous bytes of global memory.
 #include "cuda/common.cuh"
 
+#include "cuda/cuda_device.h"
 #include "cuda/cuda_kernels.h"
 #include "cuda/kernels/gemm_mma.h"
 #include "cuda/kernels/mma_tile.cuh"
@@ -32,18 +34,19 @@ namespace {
 template <typename T, bool KMajor, int Extent>
 __device__ __forceinline__ void copy_chunk(unsigned char* tile, const T* p, int64_t ld, int outer0, int outer, int K,
                                            int step, int row, int chunk) {
+  constexpr int kChunk = kChunkValues<T>, kStep = kStepValues<T>;
   int major, minor, minor_end;  // the stored row, the first value along it, and where it ends
   if constexpr (KMajor) {
-    major = outer0 + row, minor = step * 32 + chunk * 8, minor_end = K;
+    major = outer0 + row, minor = step * kStep + chunk * kChunk, minor_end = K;
     if (major >= outer) minor_end = minor;  // past the last row: nothing to read
   } else {
-    major = step * 32 + row, minor = outer0 + chunk * 8, minor_end = outer;
+    major = step * kStep + row, minor = outer0 + chunk * kChunk, minor_end = outer;
     if (major >= K) minor_end = minor;
   }
   const int left = minor_end - minor;
-  const int bytes = left >= 8 ? 16 : left > 0 ? left * 2 : 0;
+  const int bytes = left >= kChunk ? 16 : left > 0 ? left * int(sizeof(T)) : 0;
   const T* src = bytes > 0 ? p + int64_t(major) * ld + minor : p;
-  const uint32_t at = KMajor ? k_major_offset(row, chunk) : mn_major_offset<Extent>(row, chunk);
+  const uint32_t at = KMajor ? k_major_offset(row, chunk) : mn_major_offset<T, Extent>(row, chunk);
   ptx::cp_async<16>(tile + at, src, bytes);
 }
 
@@ -74,26 +77,26 @@ __global__ void __launch_bounds__(Cfg::kThreads) gemm_mma_kernel(int M, int N, i
   const int tid = int(threadIdx.x);
   const int m0 = int(blockIdx.x) * Cfg::BM, n0 = int(blockIdx.y) * Cfg::BN;
   // Chunk i = tid + j * kThreads of each operand: K-major tiles have 4
-  // chunks a row, MN-major ones Extent / 8.
+  // chunks a row, MN-major ones Extent / kChunkValues<T>.
   const auto copy = [&](int stage, int step) {
     unsigned char* a_tile = stages + stage * Cfg::kStageBytes;
     unsigned char* b_tile = a_tile + Cfg::kABytes;
     EMBER_UNROLL
     for (int j = 0; j < Cfg::kChunksPerThreadA; ++j) {
       const int i = tid + j * Cfg::kThreads;
-      constexpr int kPerRow = kAKMajor ? 4 : Cfg::BM / 8;
+      constexpr int kPerRow = kAKMajor ? 4 : Cfg::BM / kChunkValues<T>;
       copy_chunk<T, kAKMajor, Cfg::BM>(a_tile, A, lda, m0, M, K, step, i / kPerRow, i % kPerRow);
     }
     EMBER_UNROLL
     for (int j = 0; j < Cfg::kChunksPerThreadB; ++j) {
       const int i = tid + j * Cfg::kThreads;
-      constexpr int kPerRow = kBKMajor ? 4 : Cfg::BN / 8;
+      constexpr int kPerRow = kBKMajor ? 4 : Cfg::BN / kChunkValues<T>;
       copy_chunk<T, kBKMajor, Cfg::BN>(b_tile, B, ldb, n0, N, K, step, i / kPerRow, i % kPerRow);
     }
   };
   float acc[Cfg::kFragM][Cfg::kFragN][4];
   zero_accumulators<Cfg>(acc);
-  main_loop<T, Cfg, kAKMajor, kBKMajor>(acc, stages, 0, (K + Cfg::kStepValues - 1) / Cfg::kStepValues, copy);
+  main_loop<T, Cfg, kAKMajor, kBKMajor>(acc, stages, 0, (K + kStepValues<T> - 1) / kStepValues<T>, copy);
   store_tile<Cfg>(acc, m0, n0, M, N, out);
 }
 
@@ -122,18 +125,22 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 bool gemm_mma_supports(DType dt, int64_t M, int64_t N, int64_t K, const void* A, int64_t lda, const void* B,
                        int64_t ldb, const void* C, int64_t ldc) {
-  if ((dt != DType::f16 && dt != DType::bf16) || !native_tensor_cores()) return false;
+  if (!native_tensor_cores()) return false;
+  const bool tf32 = dt == DType::f32 && tf32_enabled();
+  if (dt != DType::f16 && dt != DType::bf16 && !tf32) return false;
   const int64_t limit = int64_t(1) << 31;
   if (M <= 0 || N <= 0 || K <= 0 || M >= limit || N >= limit || K >= limit) return false;
-  return aligned16(A) && aligned16(B) && lda % 8 == 0 && ldb % 8 == 0 && reinterpret_cast<uintptr_t>(C) % 4 == 0 &&
-         ldc > 0;
+  const int64_t chunk = tf32 ? 4 : 8, pair_bytes = tf32 ? 8 : 4;  // values in 16 bytes; bytes of two values of C
+  return aligned16(A) && aligned16(B) && lda % chunk == 0 && ldb % chunk == 0 &&
+         reinterpret_cast<uintptr_t>(C) % pair_bytes == 0 && ldc > 0;
 }
 
 void gemm_mma(DType dt, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const void* A,
               int64_t lda, const void* B, int64_t ldb, double beta, void* C, int64_t ldc, Stream stream,
               MmaGemmTileChoice tile) {
   EMBER_CHECK(gemm_mma_supports(dt, M, N, K, A, lda, B, ldb, C, ldc),
-              "gemm_mma: not a 16-bit product with 16-byte aligned operands and leading dimensions multiples of 8");
+              "gemm_mma: not a 16-bit (or TF32) product with 16-byte aligned operands and leading dimensions "
+              "multiples of 16 bytes");
   const cudaStream_t s = as_cuda_stream(stream);
   const bool large = tile == MmaGemmTileChoice::automatic
                          ? ((M + 127) / 128) * ((N + 127) / 128) >= kLargeTileMinBlocks
@@ -150,8 +157,10 @@ void gemm_mma(DType dt, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_
   };
   if (dt == DType::f16)
     run(__half{});
-  else
+  else if (dt == DType::bf16)
     run(__nv_bfloat16{});
+  else
+    run(float{});
 }
 
 }  // namespace ember::cuda

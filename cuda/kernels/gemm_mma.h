@@ -1,12 +1,14 @@
-// cuda/kernels/gemm_mma.h — the f16/bf16 GEMM on mma.sync (gemm_mma.cu), as
+// cuda/kernels/gemm_mma.h — the f16/bf16 (and TF32) GEMM on mma.sync (gemm_mma.cu), as
 // gemm.cu calls it: whether it takes a product, and the product.
 #pragma once
 #include "ops/kernels.h"
 
 namespace ember::cuda {
 
-// 16-bit, the native tensor cores on, A and B 16-byte aligned with leading
-// dimensions multiples of 8 values, C 4-byte aligned, M, N, K in 1..2^31.
+// 16-bit, or f32 while TF32 is allowed (cuda_device.h's set_tf32); the
+// native tensor cores on; A and B 16-byte aligned with leading dimensions
+// multiples of 16 bytes (8 values, 4 f32); C aligned to two values; M, N, K
+// in 1..2^31.
 bool gemm_mma_supports(DType dt, int64_t M, int64_t N, int64_t K, const void* A, int64_t lda, const void* B,
                        int64_t ldb, const void* C, int64_t ldc);
 // The block tile: by the problem's size, or forced (tests, the kernel lab).

@@ -6,14 +6,25 @@
 // the cp.async pipeline over the reduction steps, and the epilogue's walk
 // over the accumulators.
 //
-// A staged tile holds one 32-value reduction step of an operand, in one of
-// two layouts, picked by which index runs contiguous in global memory:
-// - K-major (KMajor = true): a row per M (or N) index, the 32 reduction
-//   values as 4 chunks of 8 16-bit values (the forward pass's image
-//   gather: channels are the reduction). ldmatrix without .trans.
-// - MN-major (KMajor = false): a row per reduction index (32 rows), the M
-//   (or N) values as BM / 8 chunks (the filter in the data gradient: its
-//   input channels are the result's columns). ldmatrix .trans.
+// The element type T is f16 or bf16 (mma.sync m16n8k16), or f32, which the
+// tensor cores take as TF32 (m16n8k8: each value rounded to a 10-bit
+// mantissa by cvt.rna.tf32.f32 once its fragment is loaded). A 16-byte
+// chunk holds kChunkValues<T> values (8, or 4 f32) and a reduction step 64
+// bytes of each row: kStepValues<T> values (32, or 16 f32), two k16 (or k8)
+// mma.sync steps.
+//
+// A staged tile holds one reduction step of an operand, in one of two
+// layouts, picked by which index runs contiguous in global memory:
+// - K-major (KMajor = true): a row per M (or N) index, the step's
+//   reduction values as 4 chunks (the forward pass's image gather:
+//   channels are the reduction). ldmatrix without .trans: its 8x8 matrices
+//   of 16-bit pairs are, for f32, 8x4 matrices of words, which is exactly
+//   the TF32 fragment layout, so the same addresses serve both.
+// - MN-major (KMajor = false): a row per reduction index (kStepValues<T>
+//   rows), the M (or N) values as chunks (the filter in the data gradient:
+//   its input channels are the result's columns). ldmatrix .trans for 16-bit
+//   values; f32 has no transposing ldmatrix, so each lane reads its words
+//   with 32-bit shared loads (2-way bank conflicts at worst).
 // Both are XOR-swizzled so that the 8 rows of one ldmatrix phase, and the 8
 // chunks a quarter-warp of cp.async writes, use 8 different 16-byte slots
 // of the 128-byte bank cycle: no bank conflicts, no padding.
@@ -23,13 +34,17 @@
 
 namespace ember::cuda {
 
+template <typename T>
+inline constexpr int kChunkValues = 16 / int(sizeof(T));
+template <typename T>
+inline constexpr int kStepValues = 64 / int(sizeof(T));
+
 // The block's tile: BM x BN outputs, warps arranged kWarpsM x kWarpsN,
-// kStages shared-memory stages of one 32-value reduction step each.
+// kStages shared-memory stages of one 64-byte reduction step each.
 template <int BM_, int BN_, int kWarpsM_, int kWarpsN_, int kStages_>
 struct MmaTile {
   static constexpr int BM = BM_, BN = BN_, kWarpsM = kWarpsM_, kWarpsN = kWarpsN_, kStages = kStages_;
   static constexpr int kThreads = 32 * kWarpsM * kWarpsN;
-  static constexpr int kStepValues = 32;  // reduction values per step: 4 chunks of 8 16-bit values
   static constexpr int kWarpM = BM / kWarpsM, kWarpN = BN / kWarpsN;
   static constexpr int kFragM = kWarpM / 16, kFragN = kWarpN / 8;
   static constexpr int kABytes = BM * 64, kBBytes = BN * 64;  // one step of each operand
@@ -50,53 +65,88 @@ __device__ __forceinline__ uint32_t k_major_offset(int row, int chunk) {
   return uint32_t(line * 128 + ((slot ^ (line & 7)) << 4));
 }
 // MN-major: chunk `chunk` of reduction row `row`, rows of `Extent` values
-// (Extent / 8 chunks); the chunk is XORed with the row's place in its 8.
-template <int Extent>
+// of T (Extent / kChunkValues<T> chunks); the chunk is XORed with the row's
+// place in its 8.
+template <typename T, int Extent>
 __device__ __forceinline__ uint32_t mn_major_offset(int row, int chunk) {
-  return uint32_t(row * Extent * 2 + ((chunk ^ (row & 7)) << 4));
+  return uint32_t(row * Extent * int(sizeof(T)) + ((chunk ^ (row & 7)) << 4));
 }
 
-// A fragments (16 x 16 of the warp's rows from `row0`) of k16 step ks (0, 1).
-template <bool KMajor, int Extent>
+// f32 in an MN-major tile: the word of reduction row `row`, column `col`, as TF32.
+template <int Extent>
+__device__ __forceinline__ uint32_t mn_major_tf32(const unsigned char* tile, int row, int col) {
+  const float v = *reinterpret_cast<const float*>(tile + mn_major_offset<float, Extent>(row, col >> 2) + (col & 3) * 4);
+  return ptx::to_tf32(v);
+}
+
+template <int N>
+__device__ __forceinline__ void round_to_tf32(uint32_t (&r)[N]) {
+  EMBER_UNROLL
+  for (int i = 0; i < N; ++i) r[i] = ptx::to_tf32(__uint_as_float(r[i]));
+}
+
+// A fragments (16 x 16 of the warp's rows from `row0`, or 16 x 8 f32) of
+// mma step ks (0, 1) of the staged step.
+template <typename T, bool KMajor, int Extent>
 __device__ __forceinline__ void load_a_fragment(uint32_t (&a)[4], const unsigned char* tile, int row0, int ks,
                                                 int lane) {
   if constexpr (KMajor) {
     // matrix lane / 8: rows 0-7 / 8-15 (lane % 16), chunks 2 ks + lane / 16
     ptx::ldmatrix<4>(a, tile + k_major_offset(row0 + (lane & 15), 2 * ks + (lane >> 4)));
+    if constexpr (std::is_same_v<T, float>) round_to_tf32(a);
+  } else if constexpr (std::is_same_v<T, float>) {
+    // a[0] = A[g][t], a[1] = A[g+8][t], a[2] = A[g][t+4], a[3] = A[g+8][t+4]; k is the tile's row
+    const int g = lane >> 2, k = 8 * ks + (lane & 3);
+    a[0] = mn_major_tf32<Extent>(tile, k, row0 + g);
+    a[1] = mn_major_tf32<Extent>(tile, k, row0 + g + 8);
+    a[2] = mn_major_tf32<Extent>(tile, k + 4, row0 + g);
+    a[3] = mn_major_tf32<Extent>(tile, k + 4, row0 + g + 8);
   } else {
     // matrix i = lane / 8 holds k rows 8 (i / 2).., m chunk row0 / 8 + i % 2, transposed
     const int i = lane >> 3;
-    ptx::ldmatrix_trans<4>(a, tile + mn_major_offset<Extent>(16 * ks + ((i >> 1) << 3) + (lane & 7),
+    ptx::ldmatrix_trans<4>(a, tile + mn_major_offset<T, Extent>(16 * ks + ((i >> 1) << 3) + (lane & 7),
                                                              (row0 >> 3) + (i & 1)));
   }
 }
 
-// B fragments of two n8 tiles (columns col0 .. col0 + 15) of k16 step ks.
-template <bool KMajor, int Extent>
+// B fragments of two n8 tiles (columns col0 .. col0 + 15) of mma step ks.
+template <typename T, bool KMajor, int Extent>
 __device__ __forceinline__ void load_b_fragments(uint32_t (&b0)[2], uint32_t (&b1)[2], const unsigned char* tile,
                                                  int col0, int ks, int lane) {
   uint32_t r[4];
   const int i = lane >> 3;
-  if constexpr (KMajor)  // matrix i: n rows 8 (i / 2) + lane % 8, chunk 2 ks + i % 2
+  if constexpr (KMajor) {  // matrix i: n rows 8 (i / 2) + lane % 8, chunk 2 ks + i % 2
     ptx::ldmatrix<4>(r, tile + k_major_offset(col0 + ((i >> 1) << 3) + (lane & 7), 2 * ks + (i & 1)));
-  else  // matrix i: k rows 16 ks + 8 (i % 2) + lane % 8, n chunk col0 / 8 + i / 2, transposed
-    ptx::ldmatrix_trans<4>(r, tile + mn_major_offset<Extent>(16 * ks + ((i & 1) << 3) + (lane & 7),
-                                                             (col0 >> 3) + (i >> 1)));
+    if constexpr (std::is_same_v<T, float>) round_to_tf32(r);
+  } else if constexpr (std::is_same_v<T, float>) {
+    // b[0] = B[t][g], b[1] = B[t+4][g] of each n8 tile; k is the tile's row
+    const int g = lane >> 2, k = 8 * ks + (lane & 3);
+    r[0] = mn_major_tf32<Extent>(tile, k, col0 + g);
+    r[1] = mn_major_tf32<Extent>(tile, k + 4, col0 + g);
+    r[2] = mn_major_tf32<Extent>(tile, k, col0 + 8 + g);
+    r[3] = mn_major_tf32<Extent>(tile, k + 4, col0 + 8 + g);
+  } else {  // matrix i: k rows 16 ks + 8 (i % 2) + lane % 8, n chunk col0 / 8 + i / 2, transposed
+    ptx::ldmatrix_trans<4>(r, tile + mn_major_offset<T, Extent>(16 * ks + ((i & 1) << 3) + (lane & 7),
+                                                                (col0 >> 3) + (i >> 1)));
+  }
   b0[0] = r[0];
   b0[1] = r[1];
   b1[0] = r[2];
   b1[1] = r[3];
 }
 
+// d += a b for one 16 x 8 piece: m16n8k16 for 16-bit T, m16n8k8 TF32 for f32.
 template <typename T>
-__device__ __forceinline__ void mma_16bit(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+__device__ __forceinline__ void mma_piece(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   if constexpr (std::is_same_v<T, __half>)
     ptx::mma_m16n8k16_f16(d, a, b, d);
-  else
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>)
     ptx::mma_m16n8k16_bf16(d, a, b, d);
+  else
+    ptx::mma_m16n8k8_tf32(d, a, b, d);
 }
 
-// One staged step for one warp: 2 k16 steps, each kFragM x kFragN mma.sync.
+// One staged step for one warp: 2 mma steps (k16, or k8 for f32), each kFragM x kFragN mma.sync.
 template <typename T, typename Cfg, bool AKMajor, bool BKMajor>
 __device__ __forceinline__ void warp_step(float (&acc)[Cfg::kFragM][Cfg::kFragN][4], const unsigned char* a_tile,
                                           const unsigned char* b_tile, int warp_m, int warp_n, int lane) {
@@ -104,14 +154,14 @@ __device__ __forceinline__ void warp_step(float (&acc)[Cfg::kFragM][Cfg::kFragN]
   for (int ks = 0; ks < 2; ++ks) {
     uint32_t a[Cfg::kFragM][4], b[Cfg::kFragN][2];
     EMBER_UNROLL
-    for (int i = 0; i < Cfg::kFragM; ++i) load_a_fragment<AKMajor, Cfg::BM>(a[i], a_tile, warp_m + i * 16, ks, lane);
+    for (int i = 0; i < Cfg::kFragM; ++i) load_a_fragment<T, AKMajor, Cfg::BM>(a[i], a_tile, warp_m + i * 16, ks, lane);
     EMBER_UNROLL
     for (int j = 0; j < Cfg::kFragN; j += 2)
-      load_b_fragments<BKMajor, Cfg::BN>(b[j], b[j + 1], b_tile, warp_n + j * 8, ks, lane);
+      load_b_fragments<T, BKMajor, Cfg::BN>(b[j], b[j + 1], b_tile, warp_n + j * 8, ks, lane);
     EMBER_UNROLL
     for (int i = 0; i < Cfg::kFragM; ++i) {
       EMBER_UNROLL
-      for (int j = 0; j < Cfg::kFragN; ++j) mma_16bit<T>(acc[i][j], a[i], b[j]);
+      for (int j = 0; j < Cfg::kFragN; ++j) mma_piece<T>(acc[i][j], a[i], b[j]);
     }
   }
 }

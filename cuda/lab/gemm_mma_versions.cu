@@ -43,7 +43,7 @@ __device__ __forceinline__ uint32_t a_offset(int row, int chunk) {
 }
 template <bool Swizzle>
 __device__ __forceinline__ uint32_t b_offset(int row, int chunk) {
-  return Swizzle ? mn_major_offset<Tile::BN>(row, chunk) : uint32_t(row * kBPaddedRow + chunk * 16);
+  return Swizzle ? mn_major_offset<__half, Tile::BN>(row, chunk) : uint32_t(row * kBPaddedRow + chunk * 16);
 }
 
 // The warp's fragments of k16 step ks, by ldmatrix or by plain 32- and

@@ -58,6 +58,7 @@ struct Kernel {
   int divisions_in_loops = 0;
   std::string first;         // the first such instruction
   int mma = 0;               // tensor-core instructions (wmma.mma.sync, mma.sync)
+  int mma_tf32 = 0, cvt_tf32 = 0;  // mma.sync on TF32 inputs; f32 -> TF32 rounding (cvt.rna.tf32.f32)
   int ldmatrix = 0, cp_async = 0, cp_async_wait = 0;
   int divisions = 0;         // div/rem anywhere in the kernel
 };
@@ -84,6 +85,8 @@ std::vector<Kernel> kernels_of(const std::string& ptx) {
     for (const std::string& line : body) {
       Kernel& k = out.back();
       k.mma += line.find("mma.sync") != std::string::npos;
+      k.mma_tf32 += line.find("mma.sync") != std::string::npos && line.find(".tf32.tf32.") != std::string::npos;
+      k.cvt_tf32 += line.find("cvt.rna.tf32.f32") != std::string::npos;
       k.ldmatrix += line.find("ldmatrix.sync") != std::string::npos;
       k.cp_async += line.find("cp.async.c") != std::string::npos;  // cp.async.ca / cp.async.cg
       k.cp_async_wait += line.find("cp.async.wait_group") != std::string::npos;
@@ -193,29 +196,42 @@ TEST_CASE("cuda ptx: f16 and bf16 GEMMs and convolutions multiply on the tensor 
 
 TEST_CASE("cuda ptx: the mma.sync convolutions and GEMM are mma.sync fed by ldmatrix and cp.async, and never divide" *
           kNeedsPtx) {
+  // 16-bit kernels multiply f16/bf16 fragments that ldmatrix loaded; the f32
+  // ones multiply TF32 (m16n8k8) and round every input with cvt.rna (their
+  // MN-major tiles are read with plain shared loads: no ldmatrix needed).
   const struct {
     const char* file;
     const char* kernel;
-    int at_least;  // instantiations
+    int at_least, tf32_at_least;  // instantiations, of which f32 on TF32
   } files[] = {
-      {"conv_mma.ptx", "conv_mma_", 12},  // three passes (the filter gradient storing 16-bit or f32), f16/bf16, two tiles
-      {"gemm_mma.ptx", "gemm_mma_kernel", 16},  // four transposes, f16/bf16, two tiles
+      // three passes (a 16-bit filter gradient storing 16-bit or f32 slices), f16/bf16/f32, two tiles
+      {"conv_mma.ptx", "conv_mma_", 22, 6},
+      {"gemm_mma.ptx", "gemm_mma_kernel", 24, 8},  // four transposes, f16/bf16/f32, two tiles
   };
   for (const auto& f : files) {
     CAPTURE(f.file);
     const fs::path path = ptx_dir() / "cuda/kernels" / f.file;
     REQUIRE_MESSAGE(fs::exists(path), path.string() << " is missing: the build kept no PTX");
-    int kernels = 0;
+    int kernels = 0, tf32_kernels = 0;
     for (const Kernel& k : kernels_of(read(path))) {
       if (k.name.find(f.kernel) == std::string::npos) continue;  // not a helper (the filter gradient's slice sum)
       CAPTURE(k.name.substr(0, 200));
       ++kernels;
+      const bool tf32 = k.name.find("_kernel<float,") != std::string::npos;
+      tf32_kernels += tf32;
       CHECK(k.mma > 0);
-      CHECK(k.ldmatrix > 0);
+      if (tf32) {
+        CHECK(k.mma_tf32 == k.mma);
+        CHECK(k.cvt_tf32 > 0);
+      } else {
+        CHECK(k.mma_tf32 == 0);
+        CHECK(k.ldmatrix > 0);
+      }
       CHECK(k.cp_async > 0);
       CHECK(k.cp_async_wait > 0);
       CHECK(k.divisions == 0);
     }
     CHECK(kernels >= f.at_least);
+    CHECK(tf32_kernels >= f.tf32_at_least);
   }
 }
