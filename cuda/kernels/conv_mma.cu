@@ -42,9 +42,11 @@
 // - each warp loads its fragments with ldmatrix (.trans for MN-major tiles;
 //   32-bit shared loads for MN-major f32) and runs mma.sync m16n8k16 (f32:
 //   m16n8k8 on values rounded to TF32) with f32 accumulators (mma_tile.cuh);
-// - epilogue: each lane holds pairs of adjacent output columns, which are
-//   adjacent in memory in all three passes: one 4-byte (f32: 8-byte) store
-//   per pair, rounded once from f32.
+// - epilogue: output columns are adjacent in memory in all three passes.
+//   16-bit results go through shared memory (mma_tile.cuh's
+//   store_tile_staged: rounded once, then one 16-byte store per 8 columns);
+//   f32 ones (TF32, and the filter gradient's slices) are stored from the
+//   accumulators as pairs, 8 bytes a lane.
 #include "cuda/common.cuh"
 
 #include <algorithm>
@@ -125,7 +127,10 @@ __global__ void __launch_bounds__(Cfg::kThreads) conv_mma_forward_kernel(ConvDim
   float acc[Cfg::kFragM][Cfg::kFragN][4];
   zero_accumulators<Cfg>(acc);
   main_loop<T, Cfg, true, true>(acc, stages, 0, (Kred + kStep - 1) / kStep, copy);
-  store_tile<Cfg>(acc, m0, n0, M, d.K, StorePairs<T>{y, d.K});
+  if constexpr (kStagedEpilogueFits<T, Cfg>)
+    store_tile_staged<T, Cfg>(acc, stages, m0, n0, M, d.K, StoreChunks<T>{y, d.K});
+  else
+    store_tile<Cfg>(acc, m0, n0, M, d.K, StorePairs<T>{y, d.K});
 }
 
 // ------------------------------------------------------------ backward data
@@ -143,18 +148,21 @@ struct DataPhases {
   DataPhase<int32_t> phase[kMaxDataPhases];
 };
 
-// Row (n, hi, wi) of a phase's result to gx[n, h0 + hi*sh, w0 + wi*sw, c], pairs of channels.
+// Row (n, hi, wi) of a phase's result to gx[n, h0 + hi*sh, w0 + wi*sw, c]:
+// pairs of channels (f32), or 16-byte chunks of 8 (16-bit, staged).
 template <typename T>
 struct StorePhase {
   T* gx;
   const DataPhase<int32_t>* d;
-  __device__ __forceinline__ void operator()(int m, int c, float v0, float v1) const {
+  __device__ __forceinline__ T* at(int m, int c) const {
     int nh, wi, n, hi;
     d->by_Wb.divmod(m, nh, wi);
     d->by_Ha.divmod(nh, n, hi);
     const int64_t pixel = (int64_t(n) * d->H + d->h0 + hi * d->sh) * d->W + d->w0 + wi * d->sw;
-    store_pair(gx + pixel * d->C + c, v0, v1);
+    return gx + pixel * d->C + c;
   }
+  __device__ __forceinline__ void operator()(int m, int c, float v0, float v1) const { store_pair(at(m, c), v0, v1); }
+  __device__ __forceinline__ void operator()(int m, int c, const Pack<T>& chunk) const { store_pack(at(m, c), chunk); }
 };
 
 template <typename T, typename Cfg>
@@ -222,7 +230,10 @@ __global__ void __launch_bounds__(Cfg::kThreads) conv_mma_backward_data_kernel(D
   float acc[Cfg::kFragM][Cfg::kFragN][4];
   zero_accumulators<Cfg>(acc);
   main_loop<T, Cfg, true, false>(acc, stages, 0, (Kred + kStep - 1) / kStep, copy);
-  store_tile<Cfg>(acc, m0, n0, M, d.C, StorePhase<T>{gx, &d});
+  if constexpr (kStagedEpilogueFits<T, Cfg>)
+    store_tile_staged<T, Cfg>(acc, stages, m0, n0, M, d.C, StorePhase<T>{gx, &d});
+  else
+    store_tile<Cfg>(acc, m0, n0, M, d.C, StorePhase<T>{gx, &d});
 }
 
 // ----------------------------------------------------------- backward filter
@@ -293,7 +304,11 @@ __global__ void __launch_bounds__(Cfg::kThreads) conv_mma_backward_filter_kernel
   float acc[Cfg::kFragM][Cfg::kFragN][4];
   zero_accumulators<Cfg>(acc);
   main_loop<T, Cfg, false, false>(acc, stages, first, last, copy);
-  store_tile<Cfg>(acc, m0, n0, d.K, RSC, StorePairs<Out>{out + int64_t(blockIdx.z) * d.K * RSC, RSC});
+  Out* slice = out + int64_t(blockIdx.z) * d.K * RSC;
+  if constexpr (std::is_same_v<Out, T> && kStagedEpilogueFits<T, Cfg>)
+    store_tile_staged<T, Cfg>(acc, stages, m0, n0, d.K, RSC, StoreChunks<T>{slice, RSC});
+  else
+    store_tile<Cfg>(acc, m0, n0, d.K, RSC, StorePairs<Out>{slice, RSC});
 }
 
 // gw[i] = sum over z of part[z, i], z in order.   part: [splits, n] f32  gw: [n]

@@ -30,6 +30,7 @@
 // of the 128-byte bank cycle: no bank conflicts, no padding.
 #pragma once
 #include "cuda/common.cuh"
+#include "cuda/kernels/pack.cuh"
 #include "cuda/ptx_instructions.cuh"
 
 namespace ember::cuda {
@@ -241,6 +242,59 @@ __device__ __forceinline__ void store_tile(const float (&acc)[Cfg::kFragM][Cfg::
     }
   }
 }
+
+// The staged epilogue, for 16-bit results whose row length N is a multiple
+// of 8: the warps write their accumulators, rounded once to T, into the
+// block's tile in shared memory (the stages are free by then), and every
+// thread then hands whole 16-byte chunks of a row to store(m, n, chunk):
+// outputs (m, n .. n + 7). A warp so stores 512 contiguous-by-row bytes,
+// 16 sectors a request, where the lanes' pairs of store_tile make 8 sectors
+// of 4 bytes each half-used. Staged rows hold BN + 8 values: the 8 rows a
+// warp writes at once then start 16 bytes apart in the banks (no
+// conflicts), and a quarter-warp reads 8 chunks of one row.
+template <typename T, typename Cfg>
+inline constexpr bool kStagedEpilogueFits =
+    sizeof(T) == 2 && Cfg::BM * (Cfg::BN + 8) * int(sizeof(T)) <= Cfg::kSharedBytes;
+
+template <typename T, typename Cfg, typename ChunkStore>
+__device__ __forceinline__ void store_tile_staged(const float (&acc)[Cfg::kFragM][Cfg::kFragN][4],
+                                                  unsigned char* smem, int m0, int n0, int M, int N,
+                                                  const ChunkStore& store) {
+  static_assert(kStagedEpilogueFits<T, Cfg>, "the staged tile is 16-bit and fits in the stages' memory");
+  constexpr int kRow = Cfg::BN + 8, kChunksPerRow = Cfg::BN / 8;
+  const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int warp_m = (warp % Cfg::kWarpsM) * Cfg::kWarpM, warp_n = (warp / Cfg::kWarpsM) * Cfg::kWarpN;
+  const int g = lane >> 2, t = lane & 3;
+  T* tile = reinterpret_cast<T*>(smem);
+  __syncthreads();  // every warp has read its last stage
+  EMBER_UNROLL
+  for (int i = 0; i < Cfg::kFragM; ++i) {
+    EMBER_UNROLL
+    for (int half = 0; half < 2; ++half) {
+      const int row = warp_m + i * 16 + g + half * 8;
+      EMBER_UNROLL
+      for (int j = 0; j < Cfg::kFragN; ++j)
+        store_pair(tile + row * kRow + warp_n + j * 8 + 2 * t, acc[i][j][2 * half], acc[i][j][2 * half + 1]);
+    }
+  }
+  __syncthreads();
+  EMBER_UNROLL
+  for (int c = tid; c < Cfg::BM * kChunksPerRow; c += Cfg::kThreads) {
+    const int row = c / kChunksPerRow, chunk = c % kChunksPerRow;  // powers of two: shifts
+    const int m = m0 + row, n = n0 + chunk * 8;
+    if (m < M && n < N) store(m, n, load_pack(tile + row * kRow + chunk * 8));
+  }
+}
+
+// out[m * ld + n .. + 7] = one 16-byte chunk of 16-bit values (ld and n multiples of 8).
+template <typename T>
+struct StoreChunks {
+  T* out;
+  int64_t ld;
+  __device__ __forceinline__ void operator()(int m, int n, const Pack<T>& chunk) const {
+    store_pack(out + int64_t(m) * ld + n, chunk);
+  }
+};
 
 // The plain epilogue: out[m * ld + n], n + 1 as one store (N even).
 template <typename Out>

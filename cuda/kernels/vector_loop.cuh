@@ -23,44 +23,11 @@
 // element, scalar or in a pack, is read and written by one thread.
 #pragma once
 #include "cuda/common.cuh"
+#include "cuda/kernels/pack.cuh"
 
 namespace ember::cuda {
 
 constexpr unsigned kVectorLoopThreads = 256;  // threads per block of every vector-loop kernel
-
-// Elements of T in one 16-byte access.
-template <typename T>
-inline constexpr int kPackElements = int(16 / sizeof(T));
-
-template <typename T>
-struct alignas(16) Pack {
-  T v[kPackElements<T>];
-};
-
-// One 16-byte load or store; p must be 16-byte aligned. On the emulator one
-// memcpy, so that its profiler sees one 16-byte access per lane, as a GPU
-// makes it, and a misaligned p traps there as it faults on a GPU
-// ("misaligned address"), where a memcpy would quietly work.
-template <typename T>
-__device__ __forceinline__ Pack<T> load_pack(const T* p) {
-#if defined(EMBER_CUDASIM)
-  if (reinterpret_cast<uintptr_t>(p) & 15u) __trap();
-  Pack<T> v;
-  __builtin_memcpy(static_cast<void*>(&v), static_cast<const void*>(p), sizeof v);
-  return v;
-#else
-  return *reinterpret_cast<const Pack<T>*>(p);
-#endif
-}
-template <typename T>
-__device__ __forceinline__ void store_pack(T* p, const Pack<T>& v) {
-#if defined(EMBER_CUDASIM)
-  if (reinterpret_cast<uintptr_t>(p) & 15u) __trap();
-  __builtin_memcpy(static_cast<void*>(p), static_cast<const void*>(&v), sizeof v);
-#else
-  *reinterpret_cast<Pack<T>*>(p) = v;
-#endif
-}
 
 // v when keep, else +0 of T, by masking its bits: no branch on either
 // compiler, so every lane makes the same accesses around it (a GPU would
