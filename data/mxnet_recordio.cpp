@@ -156,8 +156,9 @@ std::vector<std::pair<std::string, uint64_t>> read_mxnet_index(const std::string
     errno = 0;
     char* end = nullptr;
     const unsigned long long v = std::strtoull(off.c_str(), &end, 10);
+    // (A hostile line may be megabytes long: the message shows its first 40 bytes.)
     EMBER_CHECK(!off.empty() && off[0] >= '0' && off[0] <= '9' && *end == '\0' && errno == 0, idx_path, ":", line_no,
-                ": offset '", off, "' is not a non-negative integer");
+                ": offset '", off.size() > 40 ? off.substr(0, 40) + "..." : off, "' is not a non-negative integer");
     out.emplace_back(key, uint64_t(v));
   }
   EMBER_CHECK(!in.bad(), idx_path, ": read error");

@@ -970,5 +970,8 @@ TEST_CASE("im2rec: MXNet multi-label records (flag > 0) and broken files") {
   broken(file, "broken.idx: key 7: offset 5 is not the start of a record", "7\t5\n");
   broken(file, "is listed twice", "1\t0\n2\t0\n");
   broken(file, "broken.idx:2: offset 'x'", "1\t0\n2\tx\n");
+  // A megabyte-long offset is shown by its first 40 bytes: the message stays short.
+  broken(file, "broken.idx:1: offset '" + std::string(40, '9') + "...' is not a non-negative integer",
+         "1\t" + std::string(40, '9') + std::string(1 << 20, 'x') + "\n");
   broken(file, "broken.idx:1: expected 'key<TAB>offset'", "1 0\n");
 }
