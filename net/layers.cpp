@@ -55,6 +55,20 @@ Tensor BatchNorm2d::forward_add_relu(const Tensor& x, const Tensor& residual) {
   return ops::batch_norm2d_add_relu(x, residual, weight, bias, running_mean, running_var, true, momentum, eps);
 }
 
+Tensor BatchNorm2d::forward_relu(Conv2d& conv, const Tensor& x) {
+  if (!is_training() || frozen_statistics || sync || conv.bias.defined()) return forward_relu(conv(x));
+  num_batches_tracked.data<int64_t>()[0] += 1;
+  return ops::conv2d_batch_norm2d_train(x, conv.weight, conv.options, weight, bias, running_mean, running_var, momentum,
+                                        eps, /*relu=*/true);
+}
+
+Tensor BatchNorm2d::forward_add_relu(Conv2d& conv, const Tensor& x, const Tensor& residual) {
+  if (!is_training() || frozen_statistics || sync || conv.bias.defined()) return forward_add_relu(conv(x), residual);
+  num_batches_tracked.data<int64_t>()[0] += 1;
+  return ops::conv2d_batch_norm2d_train(x, conv.weight, conv.options, weight, bias, running_mean, running_var, momentum,
+                                        eps, /*relu=*/true, residual);
+}
+
 void set_sync_batch_norm(Module& model, std::shared_ptr<const ops::BatchNormSync> sync) {
   model.apply([&](Module& m) {
     if (auto* bn = dynamic_cast<BatchNorm2d*>(&m)) bn->sync = sync;

@@ -33,6 +33,13 @@ class BatchNorm2d : public Module {
   // relu(forward(x) + residual), a ResNet block's end, fused the same way
   // (ops::batch_norm2d_add_relu).
   Tensor forward_add_relu(const Tensor& x, const Tensor& residual);
+  // forward_relu(conv(x)) and forward_add_relu(conv(x), residual): in
+  // training with this rank's batch statistics and a convolution without
+  // bias, one op (ops::conv2d_batch_norm2d_train: a backend may take the
+  // statistics as the convolution stores its output), else conv then the
+  // forms above.
+  Tensor forward_relu(Conv2d& conv, const Tensor& x);
+  Tensor forward_add_relu(Conv2d& conv, const Tensor& x, const Tensor& residual);
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
   double eps, momentum;
   // Data-parallel --sync-bn: training statistics over every rank's batch

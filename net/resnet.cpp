@@ -53,8 +53,8 @@ BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, DType 
 
 // relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x))
 Tensor BasicBlock::forward(const Tensor& x) {
-  Tensor y = bn1->forward_relu((*conv1)(x));
-  return bn2->forward_add_relu((*conv2)(y), downsample ? (*downsample)(x) : x);
+  Tensor y = bn1->forward_relu(*conv1, x);
+  return bn2->forward_add_relu(*conv2, y, downsample ? (*downsample)(x) : x);
 }
 
 Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride, DType dtype) {
@@ -71,9 +71,9 @@ Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride, DType 
 
 // relu(bn3(conv3(relu(bn2(conv2(relu(bn1(conv1(x)))))))) + shortcut(x))
 Tensor Bottleneck::forward(const Tensor& x) {
-  Tensor y = bn1->forward_relu((*conv1)(x));
-  y = bn2->forward_relu((*conv2)(y));
-  return bn3->forward_add_relu((*conv3)(y), downsample ? (*downsample)(x) : x);
+  Tensor y = bn1->forward_relu(*conv1, x);
+  y = bn2->forward_relu(*conv2, y);
+  return bn3->forward_add_relu(*conv3, y, downsample ? (*downsample)(x) : x);
 }
 
 ResNet::ResNet(const ResNetConfig& cfg, Generator& gen) : config_(cfg) {
@@ -152,7 +152,7 @@ Tensor ResNet::forward(const Tensor& input) {
   Tensor x = input;
   // The stem's weight says the compute dtype (f16 or bf16 after net::convert_to_half).
   if (x.dtype() == DType::u8) x = ops::normalize_u8(x, config_.input_norm, conv1->weight.dtype());
-  x = bn1->forward_relu((*conv1)(x));
+  x = bn1->forward_relu(*conv1, x);
   if (maxpool) x = (*maxpool)(x);
   for (auto& stage : layers) x = (*stage)(x);
   Tensor features = ops::flatten(ops::adaptive_avg_pool2d(x, 1, 1), 1);  // [N, C]

@@ -256,6 +256,22 @@ struct Kernels {
                                              const void* gamma, const void* save_mean, const void* save_invstd,
                                              void* gx, void* gr, void* ggamma, void* gbeta, int64_t N, int64_t C,
                                              int64_t HW, double eps, Stream stream);
+  // A convolution (no bias) and the training batch norm after it, in one
+  // call, so that a backend can take batch norm's statistics as the
+  // convolution stores its output (ember's CUDA tensor-core path does; the
+  // others run the entries below, compose_conv2d_batch_norm_forward_train):
+  //   y_conv = conv2d_forward(x, w)
+  //   y = batch_norm_forward_train(y_conv)                 r null, !relu
+  //       batch_norm_relu_forward_train(y_conv)            r null, relu
+  //       batch_norm_add_relu_forward_train(y_conv, r)     r given (relu must be true)
+  // The statistics are those of y_conv as stored; a fused backend sums them
+  // in another order (around the running mean), so they may differ from the
+  // unfused entries' by the rounding of those sums.
+  //   x: [N, C, H, W]  w: [K, C, R, S]  y_conv, r, y: [N, K, P, Q]  gamma, beta, save_*, running_*: [K]
+  void (*conv2d_batch_norm_forward_train)(DType dt, const Conv2dGeometry& g, const void* x, const void* w,
+                                          void* y_conv, const void* r, const void* gamma, const void* beta, void* y,
+                                          void* save_mean, void* save_invstd, void* running_mean, void* running_var,
+                                          double momentum, double eps, bool relu, Stream stream);
   // Inference: y = (x - running_mean) / sqrt(running_var + eps) * gamma + beta
   void (*batch_norm_forward_eval)(DType dt, const void* x, const void* gamma, const void* beta,
                                   const void* running_mean, const void* running_var, void* y, int64_t N,
@@ -365,7 +381,7 @@ struct Kernels {
   X(bias_backward) X(sum) X(argmax_rows) X(count_equal) X(gemm) X(im2col) X(col2im) X(conv2d_forward) X(conv2d_backward_data) \
   X(conv2d_backward_filter) X(batch_norm_forward_train) X(batch_norm_backward_train)                      \
   X(batch_norm_relu_forward_train) X(batch_norm_relu_backward_train) X(batch_norm_add_relu_forward_train)   \
-  X(batch_norm_add_relu_backward_train) X(batch_norm_forward_eval)                                         \
+  X(batch_norm_add_relu_backward_train) X(conv2d_batch_norm_forward_train) X(batch_norm_forward_eval)       \
   X(batch_norm_backward_eval) X(max_pool2d_forward) X(max_pool2d_backward)                                 \
   X(adaptive_avg_pool2d_forward) X(adaptive_avg_pool2d_backward) X(softmax_cross_entropy_forward)         \
   X(softmax_cross_entropy_backward) X(normalize_u8) X(sgd_update) X(unscale_gradients) X(multi_tensor_sgd) \
@@ -375,6 +391,27 @@ struct Kernels {
 constexpr int kNumKernels = 0 EMBER_FOR_EACH_KERNEL(EMBER_COUNT_KERNEL_);
 static_assert(sizeof(Kernels) == sizeof(const char*) + kNumKernels * sizeof(void (*)()),
               "EMBER_FOR_EACH_KERNEL must list every member of Kernels");
+
+// conv2d_batch_norm_forward_train by its parts on table k: the convolution,
+// then the batch-norm entry (batch norm's channel dims of y_conv: [N, K, P*Q],
+// or [N*P*Q, K, 1] channels-last). What every backend without a fused path runs.
+inline void compose_conv2d_batch_norm_forward_train(const Kernels& k, DType dt, const Conv2dGeometry& g, const void* x,
+                                                    const void* w, void* y_conv, const void* r, const void* gamma,
+                                                    const void* beta, void* y, void* save_mean, void* save_invstd,
+                                                    void* running_mean, void* running_var, double momentum, double eps,
+                                                    bool relu, Stream stream) {
+  k.conv2d_forward(dt, g, x, w, y_conv, stream);
+  const int64_t N = g.channels_last ? g.N * g.P * g.Q : g.N, HW = g.channels_last ? 1 : g.P * g.Q;
+  if (r)
+    k.batch_norm_add_relu_forward_train(dt, y_conv, r, gamma, beta, y, save_mean, save_invstd, running_mean,
+                                        running_var, N, g.K, HW, momentum, eps, stream);
+  else if (relu)
+    k.batch_norm_relu_forward_train(dt, y_conv, gamma, beta, y, save_mean, save_invstd, running_mean, running_var, N,
+                                    g.K, HW, momentum, eps, stream);
+  else
+    k.batch_norm_forward_train(dt, y_conv, gamma, beta, y, save_mean, save_invstd, running_mean, running_var, N, g.K,
+                               HW, momentum, eps, stream);
+}
 
 // The CPU table (ops/cpu), always present.
 const Kernels& cpu_kernels();

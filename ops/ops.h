@@ -85,6 +85,17 @@ Tensor batch_norm2d_relu(const Tensor& x, const Tensor& gamma, const Tensor& bet
 // device.
 Tensor batch_norm2d_add_relu(const Tensor& x, const Tensor& residual, const Tensor& gamma, const Tensor& beta,
                              Tensor& running_mean, Tensor& running_var, bool training, double momentum, double eps);
+// A convolution (no bias) and the training batch norm after it, with this
+// batch's statistics, as one op: y = batch_norm2d(conv2d(x, w)), then
+// relu(y) when relu, or relu(y + residual) when residual is given (relu must
+// then be true). The kernels may take the statistics as the convolution
+// stores its output (the CUDA tensor-core path: one read of the output
+// fewer); values, running statistics and gradients are those of conv2d then
+// batch_norm2d(_relu, _add_relu), the statistics up to the rounding of
+// their sums. gamma, beta, running_mean, running_var: [K] in param_dtype.
+Tensor conv2d_batch_norm2d_train(const Tensor& x, const Tensor& w, const Conv2dOptions& opt, const Tensor& gamma,
+                                 const Tensor& beta, Tensor& running_mean, Tensor& running_var, double momentum,
+                                 double eps, bool relu, const Tensor& residual = Tensor());
 // Synchronised batch norm (training only) for data-parallel runs: the
 // statistics and the backward's per-channel sums cover every rank's batch
 // (ops/batch_norm_sync.cpp). all_reduce_sum sums a small f64 tensor (on x's

@@ -2,7 +2,8 @@
 // convolution, batch norm (except the inference backward; with the relu
 // kernels around it for batch norm + relu and batch norm + add + relu) and max pooling
 // from cuDNN and GEMM from cuBLAS. Selected by `--conv cudnn` (the default
-// on GPUs) through ember::cuda::init.
+// on GPUs) through ember::cuda::init. Convolution + batch norm is the two,
+// one after the other.
 #include "cuda/allocator.h"
 #include "cuda/cuda_device.h"
 #include "cuda/cuda_kernels.h"
@@ -51,6 +52,16 @@ void cudnn_batch_norm_add_relu_backward_train(DType dt, const void* x, const voi
   cudnn_batch_norm_backward_train(dt, x, gr, gamma, save_mean, save_invstd, gx, ggamma, gbeta, N, C, HW, eps, stream);
 }
 
+// cuDNN's convolution, then the table's batch-norm entry (cuDNN's batch
+// norm): no statistics are taken in cuDNN's convolution.
+void cudnn_conv2d_batch_norm_forward_train(DType dt, const Conv2dGeometry& g, const void* x, const void* w,
+                                           void* y_conv, const void* r, const void* gamma, const void* beta, void* y,
+                                           void* save_mean, void* save_invstd, void* running_mean, void* running_var,
+                                           double momentum, double eps, bool relu, Stream stream) {
+  compose_conv2d_batch_norm_forward_train(*cudnn_kernels(), dt, g, x, w, y_conv, r, gamma, beta, y, save_mean,
+                                          save_invstd, running_mean, running_var, momentum, eps, relu, stream);
+}
+
 }  // namespace
 
 const Kernels* cudnn_kernels() {
@@ -67,6 +78,7 @@ const Kernels* cudnn_kernels() {
     t.batch_norm_relu_backward_train = cudnn_batch_norm_relu_backward_train;
     t.batch_norm_add_relu_forward_train = cudnn_batch_norm_add_relu_forward_train;
     t.batch_norm_add_relu_backward_train = cudnn_batch_norm_add_relu_backward_train;
+    t.conv2d_batch_norm_forward_train = cudnn_conv2d_batch_norm_forward_train;
     t.max_pool2d_forward = cudnn_max_pool2d_forward;
     t.max_pool2d_backward = cudnn_max_pool2d_backward;
     t.gemm = cublas_gemm;

@@ -49,6 +49,8 @@
 
 #include "cuda/allocator.h"
 #include "cuda/cuda_kernels.h"
+#include "cuda/kernels/batch_norm_finalize.cuh"
+#include "cuda/kernels/batch_norm_parts.h"
 #include "cuda/kernels/batch_norm_sums.cuh"
 #include "cuda/kernels/fast_divmod.cuh"
 #include "cuda/kernels/vector_loop.cuh"
@@ -60,41 +62,6 @@ constexpr unsigned kChannelThreads = 256;  // threads per block of the inference
 constexpr unsigned kApplyThreads = 256;    // threads per block of the elementwise passes
 
 // ---------------------------------------------------------------- kernels
-
-// Training forward, channel c: statistics from the partials, save_mean/
-// save_invstd, the running averages, and coef = [mean | gamma*invstd | beta].
-//   pa, pb: [C, G]   coef: [3, C]
-template <typename T, typename P = compute_t<T>>
-struct ForwardFinalize {
-  const T* x;
-  const P* gamma;
-  const P* beta;
-  P* save_mean;
-  P* save_invstd;
-  P* running_mean;
-  P* running_var;
-  P* coef;
-  int64_t N, C, HW;
-  double momentum, eps;
-  __device__ void operator()(int64_t c, const double* pa, const double* pb, int64_t G) const {
-    const int64_t M = N * HW;
-    double s, ss;
-    add_partials(c, pa, pb, G, s, ss);
-    const double shift = M > 0 ? double(to_compute(x[c * HW])) : 0.0;
-    const double dmean = M > 0 ? s / double(M) : 0.0;
-    const double mean = shift + dmean;
-    const double var = M > 0 ? std::max(0.0, ss / double(M) - dmean * dmean) : 0.0;
-    const double invstd = 1.0 / ::sqrt(var + eps);
-    save_mean[c] = P(mean);
-    save_invstd[c] = P(invstd);
-    const double var_unbiased = M > 1 ? var * double(M) / double(M - 1) : var;
-    running_mean[c] = P((1.0 - momentum) * double(running_mean[c]) + momentum * mean);
-    running_var[c] = P((1.0 - momentum) * double(running_var[c]) + momentum * var_unbiased);
-    coef[c] = P(mean);
-    coef[C + c] = P(double(gamma[c]) * invstd);
-    coef[2 * C + c] = beta[c];
-  }
-};
 
 // Inference forward coefficients: coef = [running_mean | gamma / sqrt(running_var + eps) | beta].
 template <typename T>
@@ -306,6 +273,16 @@ void forward_train(const char* name, DType dt, const void* x, const void* r, con
 }
 
 }  // namespace
+
+void batch_norm_forward_apply(DType dt, const void* x, const void* r, void* y, const void* coef, int64_t N, int64_t C,
+                              int64_t HW, bool relu, Stream stream) {
+  dispatch_float_half(dt, "batch_norm_forward_apply", [&](auto zero) {
+    using T = decltype(zero);
+    using P = compute_t<T>;
+    forward_apply<T>(static_cast<const T*>(x), static_cast<const T*>(r), static_cast<T*>(y), static_cast<const P*>(coef),
+                     N * C * HW, C, HW, relu, as_cuda_stream(stream));
+  });
+}
 
 void batch_norm_forward_train(DType dt, const void* x, const void* gamma, const void* beta, void* y,
                               void* save_mean, void* save_invstd, void* running_mean, void* running_var, int64_t N,

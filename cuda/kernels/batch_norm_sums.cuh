@@ -205,7 +205,7 @@ struct Split {
   int64_t G, chunk;
 };
 // chunk is a multiple of `multiple` (the pack, when the sums read packs).
-Split split_channels(int64_t C, int64_t M, int64_t multiple = 1) {
+inline Split split_channels(int64_t C, int64_t M, int64_t multiple = 1) {
   int64_t G = std::min((M + kMinPerBlock - 1) / kMinPerBlock, (kTargetBlocks + C - 1) / C);
   G = std::clamp<int64_t>(G, 1, 65535);
   int64_t chunk = std::max<int64_t>(1, (M + G - 1) / G);
@@ -215,7 +215,7 @@ Split split_channels(int64_t C, int64_t M, int64_t multiple = 1) {
 
 // The rows layout: G chunks of rows, each taken by ceil(C / 32) blocks of
 // 32 channels, at least kMinPerBlock values a block.
-Split split_rows(int64_t C, int64_t M) {
+inline Split split_rows(int64_t C, int64_t M) {
   const int64_t tiles = (C + kRowsLanes - 1) / kRowsLanes;
   const int64_t min_rows = std::max<int64_t>(kRowsGroups, kMinPerBlock / kRowsLanes);
   int64_t G = std::min((M + min_rows - 1) / min_rows, (kTargetBlocks + tiles - 1) / tiles);
@@ -251,7 +251,7 @@ int64_t apply_packs(int64_t total, int64_t C, int64_t HW, std::initializer_list<
 // (cuda/allocator.h), so two of these kernels never run at once. Made on
 // first use (4 bytes of the caching allocator, zeroed on `stream`) and kept
 // for the life of the process.
-unsigned* finalize_tickets(cudaStream_t stream) {
+inline unsigned* finalize_tickets(cudaStream_t stream) {
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   thread_local int last_device = -1;  // every batch-norm launch asks: no lock after the first

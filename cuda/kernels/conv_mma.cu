@@ -54,6 +54,7 @@
 #include "cuda/allocator.h"
 #include "cuda/cuda_device.h"
 #include "cuda/cuda_kernels.h"
+#include "cuda/kernels/batch_norm_finalize.cuh"
 #include "cuda/kernels/conv_mma.h"
 #include "cuda/kernels/conv_operands.cuh"
 #include "cuda/kernels/fast_divmod.cuh"
@@ -75,9 +76,23 @@ __device__ __forceinline__ void advance_tap(int& outer, int& inner, int& c, int 
 
 // ------------------------------------------------------------------ forward
 // y [N*P*Q, K] = gather(x) [N*P*Q, R*S*C] * w^T.   x: [N, H, W, C]  w: [K, R, S, C]  y: [N, P, Q, K]
-template <typename T, typename Cfg>
+// Without batch norm after it (Stats = NoStatistics), or taking its
+// statistics (Stats = BatchNormStatistics<T>): the epilogue's column sums,
+// then, in the last block to finish, batch norm's finalize for every channel.
+struct NoStatistics {
+  static constexpr bool kTake = false;
+};
+template <typename T>
+struct BatchNormStatistics {
+  static constexpr bool kTake = true;
+  ColumnSums sums;  // center = the running mean (read by every block before the last one updates it)
+  unsigned* tickets;
+  ForwardFinalize<T> finalize;  // its center is sums.center
+};
+
+template <typename T, typename Cfg, typename Stats>
 __global__ void __launch_bounds__(Cfg::kThreads) conv_mma_forward_kernel(ConvDims<int32_t> d, const T* x, const T* w,
-                                                                          T* y) {
+                                                                          T* y, Stats stats) {
   EMBER_DYNAMIC_SHARED(unsigned char, stages);
   const int tid = int(threadIdx.x);
   const int M = d.N * d.P * d.Q, Kred = d.R * d.S * d.C;
@@ -127,10 +142,18 @@ __global__ void __launch_bounds__(Cfg::kThreads) conv_mma_forward_kernel(ConvDim
   float acc[Cfg::kFragM][Cfg::kFragN][4];
   zero_accumulators<Cfg>(acc);
   main_loop<T, Cfg, true, true>(acc, stages, 0, (Kred + kStep - 1) / kStep, copy);
-  if constexpr (kStagedEpilogueFits<T, Cfg>)
+  if constexpr (Stats::kTake) {
+    static_assert(kStagedEpilogueFits<T, Cfg>, "batch norm's sums are taken from the staged tile");
+    store_tile_staged<T, Cfg>(acc, stages, m0, n0, M, d.K, StoreChunks<T>{y, d.K}, stats.sums);
+    if (!last_block_to_finish(stats.tickets)) return;
+    EMBER_NO_UNROLL
+    for (int k = tid; k < d.K; k += Cfg::kThreads) stats.finalize(k, stats.sums.pa, stats.sums.pb, stats.sums.G);
+    if (tid == 0) *stats.tickets = 0u;  // ready for the next launch on this stream
+  } else if constexpr (kStagedEpilogueFits<T, Cfg>) {
     store_tile_staged<T, Cfg>(acc, stages, m0, n0, M, d.K, StoreChunks<T>{y, d.K});
-  else
+  } else {
     store_tile<Cfg>(acc, m0, n0, M, d.K, StorePairs<T>{y, d.K});
+  }
 }
 
 // ------------------------------------------------------------ backward data
@@ -403,9 +426,61 @@ void conv2d_forward_mma(DType dt, const Conv2dGeometry& g, const void* x, const 
     T* py = static_cast<T*>(y);
     const cudaStream_t s = as_cuda_stream(stream);
     if (use_large(tile, M, g.K))
-      launch_tiles<MmaTileLarge>(conv_mma_forward_kernel<T, MmaTileLarge>, M, g.K, 1, s, d, px, pw, py);
+      launch_tiles<MmaTileLarge>(conv_mma_forward_kernel<T, MmaTileLarge, NoStatistics>, M, g.K, 1, s, d, px, pw, py,
+                                 NoStatistics{});
     else
-      launch_tiles<MmaTileSmall>(conv_mma_forward_kernel<T, MmaTileSmall>, M, g.K, 1, s, d, px, pw, py);
+      launch_tiles<MmaTileSmall>(conv_mma_forward_kernel<T, MmaTileSmall, NoStatistics>, M, g.K, 1, s, d, px, pw, py,
+                                 NoStatistics{});
+  });
+}
+
+bool conv_mma_fuses_batch_norm(DType dt, const Conv2dGeometry& g) {
+  return (dt == DType::f16 || dt == DType::bf16) && conv_mma_supports(dt, g) && g.N * g.P * g.Q > 0 && g.K > 0;
+}
+
+void conv2d_forward_mma_batch_norm(DType dt, const Conv2dGeometry& g, const void* x, const void* w, void* y,
+                                   const MmaBatchNormArgs& bn, Stream stream, MmaConvTileChoice tile) {
+  EMBER_CHECK(conv_mma_fuses_batch_norm(dt, g), "conv2d_forward_mma_batch_norm: not a non-empty channels-last "
+                                                "f16/bf16 convolution with C and K multiples of 8");
+  const int64_t M = g.N * g.P * g.Q;
+  const ConvDims<int32_t> d = dims_of<int32_t>(g);
+  with_mma_type(dt, [&](auto t) {
+    using T = decltype(t);
+    if constexpr (sizeof(T) == 2) {
+      const cudaStream_t s = as_cuda_stream(stream);
+      const auto run = [&](auto cfg) {
+        using Cfg = decltype(cfg);
+        const int G = int((M + Cfg::BM - 1) / Cfg::BM);
+        DeviceBuffer partial(size_t(2 * G * g.K) * sizeof(double));
+        BatchNormStatistics<T> stats;
+        stats.sums.center = static_cast<const float*>(bn.running_mean);
+        stats.sums.pa = partial.as<double>();
+        stats.sums.pb = partial.as<double>() + G * g.K;
+        stats.sums.G = G;
+        stats.tickets = finalize_tickets(s);
+        stats.finalize = ForwardFinalize<T>{static_cast<const T*>(y),
+                                            static_cast<const float*>(bn.gamma),
+                                            static_cast<const float*>(bn.beta),
+                                            static_cast<float*>(bn.save_mean),
+                                            static_cast<float*>(bn.save_invstd),
+                                            static_cast<float*>(bn.running_mean),
+                                            static_cast<float*>(bn.running_var),
+                                            static_cast<float*>(bn.coef),
+                                            M,
+                                            g.K,
+                                            1,
+                                            bn.momentum,
+                                            bn.eps,
+                                            static_cast<const float*>(bn.running_mean)};
+        launch_tiles<Cfg>(conv_mma_forward_kernel<T, Cfg, BatchNormStatistics<T>>, M, g.K, 1, s, d,
+                          static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), stats);
+        // `partial` goes back to the cache here: later work on the stream runs after the kernel.
+      };
+      if (use_large(tile, M, g.K))
+        run(MmaTileLarge{});
+      else
+        run(MmaTileSmall{});
+    }
   });
 }
 

@@ -18,6 +18,27 @@ enum class MmaConvTileChoice { automatic, large, small };
 //   x: [N, H, W, C]  w: [K, R, S, C]  y: [N, P, Q, K]
 void conv2d_forward_mma(DType dt, const Conv2dGeometry& g, const void* x, const void* w, void* y, Stream stream,
                         MmaConvTileChoice tile = MmaConvTileChoice::automatic);
+// The forward pass followed by batch norm's training statistics, for
+// f16/bf16 (conv_mma_fuses_batch_norm): the epilogue sums each channel's
+// stored outputs around the running mean (in double, from the tile in
+// shared memory, so the statistics are those of y as stored), and the last
+// block to finish runs batch norm's finalize: save_mean, save_invstd, the
+// running averages, and coef ([3, K] f32) for the elementwise pass that
+// follows (batch_norm_parts.h). Parameters and statistics are f32 [K].
+struct MmaBatchNormArgs {
+  const void* gamma;
+  const void* beta;
+  void* save_mean;
+  void* save_invstd;
+  void* running_mean;
+  void* running_var;
+  void* coef;
+  double momentum, eps;
+};
+bool conv_mma_fuses_batch_norm(DType dt, const Conv2dGeometry& g);
+void conv2d_forward_mma_batch_norm(DType dt, const Conv2dGeometry& g, const void* x, const void* w, void* y,
+                                   const MmaBatchNormArgs& bn, Stream stream,
+                                   MmaConvTileChoice tile = MmaConvTileChoice::automatic);
 // The data gradient takes strides up to 2 x 2 (at most 4 phases, one launch); larger ones stay on conv.cu's
 // per-phase GEMMs.
 bool conv_mma_supports_backward_data(DType dt, const Conv2dGeometry& g);

@@ -256,10 +256,22 @@ template <typename T, typename Cfg>
 inline constexpr bool kStagedEpilogueFits =
     sizeof(T) == 2 && Cfg::BM * (Cfg::BN + 8) * int(sizeof(T)) <= Cfg::kSharedBytes;
 
+// Batch norm's statistics taken in the staged epilogue: per output column
+// n (a channel), the sums of (y - center[n]) and of its square over the
+// block's rows, from the values as stored (rounded to T), in double, into
+// pa[n * G + blockIdx.x] and pb[...] (batch_norm_sums.cuh's layout, G the
+// grid's row blocks). Null pa: none taken.
+struct ColumnSums {
+  const float* center = nullptr;  // [N]
+  double* pa = nullptr;           // [N, G]
+  double* pb = nullptr;           // [N, G]
+  int G = 0;
+};
+
 template <typename T, typename Cfg, typename ChunkStore>
 __device__ __forceinline__ void store_tile_staged(const float (&acc)[Cfg::kFragM][Cfg::kFragN][4],
                                                   unsigned char* smem, int m0, int n0, int M, int N,
-                                                  const ChunkStore& store) {
+                                                  const ChunkStore& store, const ColumnSums& sums = {}) {
   static_assert(kStagedEpilogueFits<T, Cfg>, "the staged tile is 16-bit and fits in the stages' memory");
   constexpr int kRow = Cfg::BN + 8, kChunksPerRow = Cfg::BN / 8;
   const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
@@ -284,6 +296,24 @@ __device__ __forceinline__ void store_tile_staged(const float (&acc)[Cfg::kFragM
     const int m = m0 + row, n = n0 + chunk * 8;
     if (m < M && n < N) store(m, n, load_pack(tile + row * kRow + chunk * 8));
   }
+  if (sums.pa == nullptr) return;
+  // One thread a column, down the block's rows in order (a warp reads 32
+  // consecutive values of a row: no bank conflicts).
+  const int rows = M - m0 < Cfg::BM ? M - m0 : Cfg::BM;
+  for (int col = tid; col < Cfg::BN; col += Cfg::kThreads) {
+    const int n = n0 + col;
+    if (n >= N) continue;
+    const double center = double(sums.center[n]);
+    double a = 0.0, b = 0.0;
+    for (int row = 0; row < rows; ++row) {
+      const double d = double(to_compute(tile[row * kRow + col])) - center;
+      a += d;
+      b += d * d;
+    }
+    sums.pa[int64_t(n) * sums.G + blockIdx.x] = a;
+    sums.pb[int64_t(n) * sums.G + blockIdx.x] = b;
+  }
+  __threadfence();  // the partials are visible to every block before this block counts itself finished
 }
 
 // out[m * ld + n .. + 7] = one 16-byte chunk of 16-bit values (ld and n multiples of 8).

@@ -65,6 +65,10 @@ void batch_norm_add_relu_forward_train(DType dt, const void* x, const void* r, c
                                        void* y, void* save_mean, void* save_invstd, void* running_mean,
                                        void* running_var, int64_t N, int64_t C, int64_t HW, double momentum,
                                        double eps, Stream stream);
+void conv2d_batch_norm_forward_train(DType dt, const Conv2dGeometry& g, const void* x, const void* w, void* y_conv,
+                                     const void* r, const void* gamma, const void* beta, void* y, void* save_mean,
+                                     void* save_invstd, void* running_mean, void* running_var, double momentum,
+                                     double eps, bool relu, Stream stream);
 void batch_norm_add_relu_backward_train(DType dt, const void* x, const void* y, const void* gy, const void* gamma,
                                         const void* save_mean, const void* save_invstd, void* gx, void* gr,
                                         void* ggamma, void* gbeta, int64_t N, int64_t C, int64_t HW, double eps,

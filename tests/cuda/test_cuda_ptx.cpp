@@ -147,7 +147,8 @@ TEST_CASE("cuda ptx: no kernel divides inside a loop (32-bit indices); the 64-bi
   for (const fs::path& path : files) {
     CAPTURE(path.string());
     const std::vector<Kernel> kernels = kernels_of(read(path));
-    CHECK(!kernels.empty());
+    // conv_batch_norm.cu only calls the kernels of conv_mma.cu and batch_norm.cu.
+    if (path.filename() != "conv_batch_norm.ptx") CHECK(!kernels.empty());
     for (const Kernel& k : kernels) {
       bool exempt = false;
       for (const std::string& name : per_channel) exempt = exempt || k.name.find(name) != std::string::npos;

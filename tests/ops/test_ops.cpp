@@ -783,6 +783,63 @@ TEST_CASE("ops: batch_norm2d through the harness") {
   run_cases(cases);
 }
 
+// A convolution and the training batch norm after it as one op (then the
+// ReLU, or the residual add and the ReLU): forward, running statistics and
+// finite-difference gradients of x, w, gamma, beta and the residual, on
+// every backend and dtype. The channels-last 16-channel case is the one the
+// CUDA tensor-core path fuses in f16 and bf16 (statistics from the
+// convolution's epilogue).
+TEST_CASE("ops: conv2d_batch_norm2d_train through the harness") {
+  std::vector<OpCase> cases;
+  const double momentum = 0.1, eps = 1e-5;
+  enum class After { none, relu, add_relu };
+  struct Geom {
+    int64_t N, C, H, W, K, R, stride, pad;
+  };
+  // (The 16-channel case leaves out the residual: over its 288 outputs some
+  // relu(bn + r) lies so close to 0 that bf16 and f32 take different sides,
+  // and the comparison of their gradients would see the mask, not the op.)
+  for (const Geom& g : {Geom{2, 3, 6, 5, 4, 3, 1, 1}, Geom{2, 16, 5, 6, 16, 3, 2, 1}, Geom{3, 4, 4, 4, 6, 1, 1, 0}})
+    for (After after : {After::none, After::relu, After::add_relu}) {
+      if (g.C == 16 && after == After::add_relu) continue;
+      const Shape xs{g.N, g.C, g.H, g.W}, ws{g.K, g.C, g.R, g.R};
+      const int64_t P = (g.H + 2 * g.pad - g.R) / g.stride + 1, Q = (g.W + 2 * g.pad - g.R) / g.stride + 1;
+      const Shape ys{g.N, g.K, P, Q};
+      OpCase c;
+      c.name = std::string("conv2d_batch_norm2d_") +
+               (after == After::none ? "train_" : after == After::relu ? "relu_train_" : "add_relu_train_") +
+               xs.str() + "_" + ws.str();
+      c.inputs = {test::input("x", xs, Gen::uniform, -1, 2), test::input("w", ws, Gen::uniform, -0.5, 0.5),
+                  test::as_param(test::input("gamma", {g.K}, Gen::uniform, 0.5, 1.5)),
+                  test::as_param(test::input("beta", {g.K}, Gen::uniform, -0.5, 0.5)),
+                  test::as_param(test::constant("running_mean", {g.K}, Gen::uniform, -0.5, 0.5)),
+                  test::as_param(test::constant("running_var", {g.K}, Gen::uniform, 0.5, 1.5))};
+      if (after == After::add_relu) c.inputs.push_back(test::input("residual", ys, Gen::uniform, -1, 1));
+      const ops::Conv2dOptions opt = ops::Conv2dOptions::square(g.stride, g.pad);
+      c.forward = [opt, after, momentum, eps](const Ins& in) {
+        Tensor rm = in[4].clone(), rv = in[5].clone();
+        Tensor y = ops::conv2d_batch_norm2d_train(in[0], in[1], opt, in[2], in[3], rm, rv, momentum, eps,
+                                                  after != After::none,
+                                                  after == After::add_relu ? in[6] : Tensor());
+        return Outs{y, rm, rv};
+      };
+      c.reference = [g, xs, ws, ys, after, momentum, eps](const InVals& v) {
+        const RefOut conv = ref_conv2d(v[0], xs, v[1], ws, nullptr, g.stride, g.stride, g.pad, g.pad);
+        Refs r = ref_batch_norm_train(conv.values, ys, v[2], v[3], v[4], v[5], momentum, eps);
+        if (after == After::add_relu)
+          for (size_t i = 0; i < r[0].values.size(); ++i) r[0].values[i] += v[6][i];
+        if (after != After::none) r[0].values = relu_v(r[0].values);
+        return r;
+      };
+      c.max_fd_elements = 60;
+      cases.push_back(c);
+    }
+  add_channels_last_named(cases, {"conv2d_batch_norm2d_relu_train_[2, 16, 5, 6]_[16, 16, 3, 3]",
+                                  "conv2d_batch_norm2d_train_[2, 16, 5, 6]_[16, 16, 3, 3]",
+                                  "conv2d_batch_norm2d_add_relu_train_[2, 3, 6, 5]_[4, 3, 3, 3]"});
+  run_cases(cases);
+}
+
 // The fused ops against the unfused ops they replace, on every backend:
 // forward outputs, running statistics and every gradient, f64 and f32, to
 // rounding (sums may be vectorised in another order).
