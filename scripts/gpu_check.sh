@@ -19,8 +19,9 @@
 #      check (~9 minutes; part 1 alone, or 9 and 10, fit one 8-minute call each).
 #  10. (not by default) the memory-bound kernels' GB/s against the datasheet bandwidth (kernel_lab at a
 #      ResNet-50 layer's size, f32 and f16; 16-byte packs, and one element off alignment), ~1 minute.
-#  11. (not by default) the tensor-core instructions and convolutions: the mma.sync/ldmatrix/cp.async and
-#      conv_mma test cases on the device (the hardware judges the emulator's fragment layouts), then
+#  11. (not by default) the tensor-core instructions and convolutions: the mma.sync/ldmatrix/cp.async,
+#      conv_mma, gemm_mma and conv + batch norm test cases on the device (the hardware judges the emulator's
+#      fragment layouts), then
 #      bench_conv_cuda: every ResNet-50 convolution, native against cuDNN per pass, f16 and bf16 channels-last,
 #      and the layer-time-weighted ratio; the native f16/bf16 GEMM at 4096^3 against cuBLAS, and the lab's
 #      mma.sync ladder at that size; then ResNet-50 training, --conv native against cudnn, nhwc fp16 and bf16,
@@ -211,7 +212,8 @@ if wants 10 && [ -x build/kernel_lab ]; then
 fi
 if wants 11; then
   say "11. tensor-core instructions and convolutions: tests on the device, per-layer native/cuDNN, training"
-  timeout 120 build/test_ember -tc="ptx*,cuda conv mma*,cuda ptx*" 2>&1 | tee "$OUT/mma_tests.log" | tail -4
+  timeout 150 build/test_ember -tc="ptx*,cuda conv mma*,cuda gemm mma*,cuda conv batch norm*,cuda ptx*" 2>&1 \
+    | tee "$OUT/mma_tests.log" | tail -4
   if [ -x build/bench_conv_cuda ]; then
     for dt in f16 bf16; do  # the native GEMM against cuBLAS at 4096^3 (the bar: 70%)
       timeout 60 build/bench_conv_cuda --gemm 4096 --dtype $dt --reps 10 --rounds 3 2>&1 | tee -a "$OUT/gemm.log" | tail -1
