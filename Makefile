@@ -478,8 +478,11 @@ test: deps
 # with the doctest suite in full (its slow variants too), the emulator again
 # with CUDASIM_SCHEDULE=reverse, the whole CPU suite and the emulator suite
 # under AddressSanitizer + UBSan, the threaded loader and packer tests under
-# ThreadSanitizer, and every libFuzzer target for FUZZ_CI_SECONDS.
+# ThreadSanitizer, and every libFuzzer target for FUZZ_CI_SECONDS. It first
+# builds the MXNet reference environment (make refs, ~20 s from PyPI) for the
+# interop tests; where that fails they are skipped with the reason.
 check: deps fuzz-deps
+	@$(MAKE) --no-print-directory refs || echo "make check: no MXNet reference environment (see above): its interop tests are skipped"
 	@$(MAKE) --no-print-directory -j$(NPROC) all $(TSAN_BUILD)/test_loader
 	@$(MAKE) --no-print-directory -j$(NPROC) BUILD=$(ASAN_BUILD) SANITIZE=1 CUDA=0 TEST_OBJ_FROM=$(BUILD) \
 	  $(ASAN_BUILD)/test_ember $(patsubst $(BUILD)/%,$(ASAN_BUILD)/%,$(APPS)) $(if $(filter 1,$(SIM)),$(ASAN_BUILD)/test_sim)
@@ -517,3 +520,8 @@ clean:
 
 # libFuzzer targets of the parsers (make fuzz, make fuzz-ci).
 include tests/fuzz/fuzz.mk
+
+# The reference environment of the interop tests and comparison scripts
+# (make refs: MXNet 1.9.1; make refs-torch: current PyTorch), never needed by
+# the product.
+include scripts/refs/refs.mk
