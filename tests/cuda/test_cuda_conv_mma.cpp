@@ -125,6 +125,21 @@ const Case kTf32Cases[] = {
     {1, 4, 6, 6, 12, 3, 3, 2, 1},   // C = 4: one step covers 4 taps; stride 2
 };
 
+// The three passes of case c through conv_mma.h's entry points at a forced tile.
+void check_three_passes(const Case& c, DType dt, cuda::MmaConvTileChoice tile) {
+  check_pass(c, dt, Pass::forward, [&](const Conv2dGeometry& g, const void* x, const void* w, void* y) {
+    REQUIRE(cuda::conv_mma_supports(dt, g));
+    cuda::conv2d_forward_mma(dt, g, x, w, y, cuda_stream(), tile);
+  });
+  check_pass(c, dt, Pass::backward_data, [&](const Conv2dGeometry& g, const void* gy, const void* w, void* gx) {
+    REQUIRE(cuda::conv_mma_supports_backward_data(dt, g));
+    cuda::conv2d_backward_data_mma(dt, g, gy, w, gx, cuda_stream(), tile);
+  });
+  check_pass(c, dt, Pass::backward_filter, [&](const Conv2dGeometry& g, const void* x, const void* gy, void* gw) {
+    cuda::conv2d_backward_filter_mma(dt, g, x, gy, gw, cuda_stream(), tile);
+  });
+}
+
 }  // namespace
 
 TEST_CASE("cuda conv mma: forward, data and filter gradients match double references, both tiles, f16 and bf16" *
@@ -135,17 +150,7 @@ TEST_CASE("cuda conv mma: forward, data and filter gradients match double refere
       for (const Case& c : kCases) {
         CAPTURE(dtype_name(dt));
         CAPTURE(tile == cuda::MmaConvTileChoice::large);
-        check_pass(c, dt, Pass::forward, [&](const Conv2dGeometry& g, const void* x, const void* w, void* y) {
-          REQUIRE(cuda::conv_mma_supports(dt, g));
-          cuda::conv2d_forward_mma(dt, g, x, w, y, cuda_stream(), tile);
-        });
-        check_pass(c, dt, Pass::backward_data, [&](const Conv2dGeometry& g, const void* gy, const void* w, void* gx) {
-          REQUIRE(cuda::conv_mma_supports_backward_data(dt, g));
-          cuda::conv2d_backward_data_mma(dt, g, gy, w, gx, cuda_stream(), tile);
-        });
-        check_pass(c, dt, Pass::backward_filter, [&](const Conv2dGeometry& g, const void* x, const void* gy, void* gw) {
-          cuda::conv2d_backward_filter_mma(dt, g, x, gy, gw, cuda_stream(), tile);
-        });
+        check_three_passes(c, dt, tile);
       }
 }
 
@@ -159,17 +164,7 @@ TEST_CASE("cuda conv mma: f32 on TF32 (mma.sync m16n8k8, inputs rounded to neare
   for (auto tile : {cuda::MmaConvTileChoice::small, cuda::MmaConvTileChoice::large})
     for (const Case& c : cases) {
       CAPTURE(tile == cuda::MmaConvTileChoice::large);
-      check_pass(c, dt, Pass::forward, [&](const Conv2dGeometry& g, const void* x, const void* w, void* y) {
-        REQUIRE(cuda::conv_mma_supports(dt, g));
-        cuda::conv2d_forward_mma(dt, g, x, w, y, cuda_stream(), tile);
-      });
-      check_pass(c, dt, Pass::backward_data, [&](const Conv2dGeometry& g, const void* gy, const void* w, void* gx) {
-        REQUIRE(cuda::conv_mma_supports_backward_data(dt, g));
-        cuda::conv2d_backward_data_mma(dt, g, gy, w, gx, cuda_stream(), tile);
-      });
-      check_pass(c, dt, Pass::backward_filter, [&](const Conv2dGeometry& g, const void* x, const void* gy, void* gw) {
-        cuda::conv2d_backward_filter_mma(dt, g, x, gy, gw, cuda_stream(), tile);
-      });
+      check_three_passes(c, dt, tile);
     }
   // The split filter gradient: f32 slices of 16-value steps.
   check_pass({4, 16, 16, 16, 16, 3, 3, 1, 1}, dt, Pass::backward_filter,
