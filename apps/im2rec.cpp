@@ -2,7 +2,7 @@
 //
 //   build/im2rec [options] OUT_PREFIX SOURCE        SOURCE: a folder of class folders, or a .lst file
 //   build/im2rec --verify FILE...                    check every CRC, decode every image
-//   build/im2rec --from-mxnet X.rec [X.idx] OUT.erec  convert MXNet RecordIO (image bytes kept)
+//   build/im2rec --from-mxnet X.rec [X.idx] [Y.rec ...] OUT.erec  convert MXNet RecordIO (image bytes kept)
 //
 // The work is data/packer.h (packing, verify) and data/mxnet_recordio.h
 // (conversion); this file parses the command line (apps/training/flags.h for
@@ -51,8 +51,9 @@ const char* kSummary =
     "      ... (record j of a split goes to shard j % K). Corrupt images are reported and skipped.\n"
     "  im2rec --verify FILE...\n"
     "      check every CRC and decode every image; exit 1 if anything is bad.\n"
-    "  im2rec --from-mxnet X.rec [X.idx] OUT.erec\n"
-    "      convert MXNet RecordIO (image bytes kept after a decode check; .idx gives the order).";
+    "  im2rec --from-mxnet X.rec [X.idx] [Y.rec [Y.idx] ...] OUT.erec\n"
+    "      convert MXNet RecordIO (image bytes kept after a decode check; .idx gives the order). Several\n"
+    "      .rec files (im2rec --chunks parts) become one file, in the order given; X.idx pairs with X.rec.";
 
 void declare(apps::Flags& f, Settings& s) {
   f.group("packing");
@@ -131,21 +132,49 @@ int run_verify(const std::vector<std::string>& files, int threads) {
   return failed > 0 ? 1 : 0;
 }
 
+// Arguments: one or more X.rec, each with an optional X.idx (paired by
+// name, in any position), then OUT.erec.
 int run_from_mxnet(const std::vector<std::string>& args, int threads) {
-  EMBER_CHECK(args.size() == 2 || args.size() == 3, "--from-mxnet takes X.rec [X.idx] OUT.erec, got ", args.size(),
+  EMBER_CHECK(args.size() >= 2, "--from-mxnet takes X.rec [X.idx] [Y.rec [Y.idx] ...] OUT.erec, got ", args.size(),
               " argument", args.size() == 1 ? "" : "s");
-  const std::string rec = args[0], idx = args.size() == 3 ? args[1] : "", out = args.back();
-  EMBER_CHECK(out.size() > 5 && out.substr(out.size() - 5) == ".erec", "--from-mxnet: the output '", out,
-              "' should end in .erec");
+  const auto ends_with = [](const std::string& s, const std::string& tail) {
+    return s.size() > tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  const std::string out = args.back();
+  EMBER_CHECK(ends_with(out, ".erec"), "--from-mxnet: the output '", out, "' should end in .erec");
+  std::vector<data::MxnetSource> sources;
+  std::vector<std::string> indexes;
+  for (size_t i = 0; i + 1 < args.size(); ++i) {
+    if (ends_with(args[i], ".idx"))
+      indexes.push_back(args[i]);
+    else
+      sources.push_back({args[i], ""});
+  }
+  EMBER_CHECK(!sources.empty(), "--from-mxnet: no .rec file among the inputs (only .idx files)");
+  const auto stem = [](const std::string& path) {
+    const size_t dot = path.rfind('.'), slash = path.rfind('/');
+    return dot == std::string::npos || (slash != std::string::npos && dot < slash) ? path : path.substr(0, dot);
+  };
+  for (const std::string& idx : indexes) {
+    data::MxnetSource* match = nullptr;
+    for (auto& s : sources)
+      if (stem(s.rec) == stem(idx)) match = &s;
+    EMBER_CHECK(match, "--from-mxnet: ", idx, " has no matching ", stem(idx), ".rec among the inputs");
+    EMBER_CHECK(match->idx.empty(), "--from-mxnet: ", match->rec, " is given two index files (", match->idx, " and ",
+                idx, ")");
+    match->idx = idx;
+  }
   data::MxnetConvertOptions o;
   o.threads = threads;
   ProgressPrinter printer;
-  std::printf("converting %s%s%s -> %s, %d threads\n", rec.c_str(), idx.empty() ? "" : " + ", idx.c_str(), out.c_str(),
-              threads);
-  const auto r = data::convert_mxnet(rec, idx, out, o, std::ref(printer));
-  if (r.used_index && r.rec_records > int64_t(r.packed + int64_t(r.skipped.size())))
-    std::printf("note: %lld records of %s are not in %s and were not converted\n",
-                (long long)(r.rec_records - r.packed - int64_t(r.skipped.size())), rec.c_str(), idx.c_str());
+  for (const auto& s : sources)
+    std::printf("converting %s%s%s\n", s.rec.c_str(), s.idx.empty() ? " (file order)" : " in the order of ",
+                s.idx.c_str());
+  std::printf("-> %s, %d threads\n", out.c_str(), threads);
+  const auto r = data::convert_mxnet(sources, out, o, std::ref(printer));
+  if (r.unlisted > 0)
+    std::printf("note: %lld records are not named by their .idx file and were not converted\n",
+                (long long)r.unlisted);
   print_summary(r, "converted");
   return 0;
 }

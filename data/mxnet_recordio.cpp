@@ -1,6 +1,6 @@
 // data/mxnet_recordio.cpp — MXNet RecordIO scanning, payload headers, .idx
-// files, and the conversion to ember record files (the pipeline of
-// data/packer.h's run_ordered).
+// files, and the conversion of one or several .rec files to one ember
+// record file (the pipeline of data/packer.h's run_ordered).
 #include "data/mxnet_recordio.h"
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <unordered_set>
 
 #include "data/image.h"
@@ -165,20 +166,33 @@ std::vector<std::pair<std::string, uint64_t>> read_mxnet_index(const std::string
   return out;
 }
 
-MxnetConvertReport convert_mxnet(const std::string& rec_path, const std::string& idx_path, const std::string& out_path,
+MxnetConvertReport convert_mxnet(const std::vector<MxnetSource>& sources, const std::string& out_path,
                                  const MxnetConvertOptions& options,
                                  const std::function<void(const PackProgress&)>& progress) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   EMBER_CHECK(options.threads >= 1, "threads ", options.threads, " must be >= 1");
-  const MxnetRecordFile rec(rec_path);
+  EMBER_CHECK(!sources.empty(), "no MXNet .rec files to convert");
+  std::vector<std::unique_ptr<MxnetRecordFile>> files;
   MxnetConvertReport report;
-  report.rec_records = int64_t(rec.size());
-  EMBER_CHECK(rec.size() > 0, rec_path, ": no records");
+  for (const MxnetSource& s : sources) {
+    files.push_back(std::make_unique<MxnetRecordFile>(s.rec));
+    EMBER_CHECK(files.back()->size() > 0, s.rec, ": no records");
+    report.rec_records += int64_t(files.back()->size());
+  }
 
-  // The order: .idx lines, or the file.
-  std::vector<size_t> order;
-  if (!idx_path.empty()) {
+  // The order: each part in turn, by its .idx lines or else its file order.
+  struct Slot {
+    size_t file, record;
+  };
+  std::vector<Slot> order;
+  for (size_t f = 0; f < sources.size(); ++f) {
+    const MxnetRecordFile& rec = *files[f];
+    if (sources[f].idx.empty()) {
+      for (size_t i = 0; i < rec.size(); ++i) order.push_back({f, i});
+      continue;
+    }
+    const std::string& idx_path = sources[f].idx;
     report.used_index = true;
     const auto index = read_mxnet_index(idx_path);
     EMBER_CHECK(!index.empty(), idx_path, ": index file has no entries");
@@ -186,23 +200,22 @@ MxnetConvertReport convert_mxnet(const std::string& rec_path, const std::string&
     for (size_t k = 0; k < index.size(); ++k) {
       const int64_t r = rec.find(index[k].second);
       EMBER_CHECK(r >= 0, idx_path, ": key ", index[k].first, ": offset ", index[k].second,
-                  " is not the start of a record in ", rec_path);
+                  " is not the start of a record in ", rec.path());
       EMBER_CHECK(!used[size_t(r)], idx_path, ": key ", index[k].first, ": offset ", index[k].second,
                   " is listed twice");
       used[size_t(r)] = 1;
-      order.push_back(size_t(r));
+      order.push_back({f, size_t(r)});
     }
-  } else {
-    order.resize(rec.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    report.unlisted += int64_t(rec.size() - index.size());
   }
 
   // Pass 1: headers and labels, for the label type.
   std::vector<uint8_t> head;
   std::vector<MxnetHeader> headers(order.size());
   for (size_t k = 0; k < order.size(); ++k) {
-    const size_t r = order[k];
-    const std::string what = cat(rec_path, ": record at offset ", rec.offset(r));
+    const MxnetRecordFile& rec = *files[order[k].file];
+    const size_t r = order[k].record;
+    const std::string what = cat(rec.path(), ": record at offset ", rec.offset(r));
     rec.read(r, head, 0, kMxnetHeaderSize);
     EMBER_CHECK(head.size() == kMxnetHeaderSize, what, ": record of ", head.size(),
                 " bytes is shorter than the 24-byte IRHeader");
@@ -216,8 +229,9 @@ MxnetConvertReport convert_mxnet(const std::string& rec_path, const std::string&
   const size_t width = headers.front().labels.size();
   for (size_t k = 0; k < headers.size(); ++k) {
     const auto& labels = headers[k].labels;
-    EMBER_CHECK(labels.size() == width, rec_path, ": record at offset ", rec.offset(order[k]), " has ", labels.size(),
-                " labels, the first record ", width, " (every record needs the same number)");
+    const MxnetRecordFile& rec = *files[order[k].file];
+    EMBER_CHECK(labels.size() == width, rec.path(), ": record at offset ", rec.offset(order[k].record), " has ",
+                labels.size(), " labels, the first record ", width, " (every record needs the same number)");
     if (labels.size() != 1 || !is_class_index(labels[0]))
       class_labels = false;
     else
@@ -251,10 +265,11 @@ MxnetConvertReport convert_mxnet(const std::string& rec_path, const std::string&
     Prepared& p = slots[slot];
     p.ok = false;
     p.reason.clear();
-    const size_t r = order[size_t(k)];
+    const MxnetRecordFile& rec = *files[order[size_t(k)].file];
+    const size_t r = order[size_t(k)].record;
     rec.read(r, p.payload);  // I/O errors stop the conversion
     const MxnetHeader& h = headers[size_t(k)];
-    EMBER_CHECK(p.payload.size() >= h.image_offset, rec_path, ": record at offset ", rec.offset(r), " changed size");
+    EMBER_CHECK(p.payload.size() >= h.image_offset, rec.path(), ": record at offset ", rec.offset(r), " changed size");
     try {
       decode_image(p.payload.data() + h.image_offset, p.payload.size() - h.image_offset, 0, p.image, "image");
       p.ok = true;
@@ -265,7 +280,8 @@ MxnetConvertReport convert_mxnet(const std::string& rec_path, const std::string&
   };
   auto consume = [&](int64_t k, size_t slot) {
     Prepared& p = slots[slot];
-    const size_t r = order[size_t(k)];
+    const MxnetRecordFile& rec = *files[order[size_t(k)].file];
+    const size_t r = order[size_t(k)].record;
     const MxnetHeader& h = headers[size_t(k)];
     if (p.ok) {
       RecordInput in;
@@ -283,7 +299,7 @@ MxnetConvertReport convert_mxnet(const std::string& rec_path, const std::string&
       ++report.packed;
       ++prog.packed;
     } else {
-      const std::string what = cat(rec_path, "@", rec.offset(r), " (id ", h.id, ")");
+      const std::string what = cat(rec.path(), "@", rec.offset(r), " (id ", h.id, ")");
       report.skipped.push_back({what, p.reason});
       ++prog.skipped;
       if (options.on_skip)
@@ -300,7 +316,7 @@ MxnetConvertReport convert_mxnet(const std::string& rec_path, const std::string&
   run_ordered(n, options.threads, window, work, consume);
   writer.finish();
 
-  report.source_bytes = rec.file_size();
+  for (const auto& f : files) report.source_bytes += f->file_size();
   PackOutput out;
   out.path = out_path;
   out.records = int64_t(writer.records());

@@ -83,20 +83,34 @@ struct MxnetConvertOptions {
 };
 
 struct MxnetConvertReport : PackReport {
-  int64_t rec_records = 0;  // logical records in the .rec
-  bool used_index = false;  // order from the .idx
+  int64_t rec_records = 0;  // logical records in the .rec files
+  int64_t unlisted = 0;     // records of .rec files that their .idx does not name (not converted)
+  bool used_index = false;  // some order came from a .idx
 };
 
-// Converts a .rec (records in .idx line order when idx_path is given —
-// every offset must be the start of a record, none twice — else file order)
-// to one ember record file at out_path. The image bytes are kept as they are
+// One .rec file and its optional .idx.
+struct MxnetSource {
+  std::string rec, idx;
+};
+
+// Converts .rec files — one, or the parts im2rec writes with --chunks
+// (prefix_0.rec, prefix_1.rec, ...) — to one ember record file at out_path,
+// the parts one after another. Within a part the records follow its .idx
+// lines when it has one (every offset must be the start of a record, none
+// twice), else its file order. The image bytes are kept as they are
 // (pass-through) after a decode check; undecodable images are skipped.
 // Labels: one integer >= 0 per record (flag 0, or flag 1) gives class-index
 // records with num_classes = max + 1, else f32 vectors of `flag` values (the
-// same for every record). Ids are the IRHeader ids. The .rec is read twice:
-// headers and labels first (to choose the label type), then the records.
-MxnetConvertReport convert_mxnet(const std::string& rec_path, const std::string& idx_path, const std::string& out_path,
+// same for every record). Ids are the IRHeader ids. The .rec files are read
+// twice: headers and labels first (to choose the label type), then the
+// records.
+MxnetConvertReport convert_mxnet(const std::vector<MxnetSource>& sources, const std::string& out_path,
                                  const MxnetConvertOptions& options,
                                  const std::function<void(const PackProgress&)>& progress = {});
+inline MxnetConvertReport convert_mxnet(const std::string& rec_path, const std::string& idx_path,
+                                        const std::string& out_path, const MxnetConvertOptions& options,
+                                        const std::function<void(const PackProgress&)>& progress = {}) {
+  return convert_mxnet({MxnetSource{rec_path, idx_path}}, out_path, options, progress);
+}
 
 }  // namespace ember::data
