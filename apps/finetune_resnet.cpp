@@ -5,9 +5,14 @@
 //       --data-train caltech-train.erec --data-val caltech-val.erec --gpus 0,1 --precision fp16
 //   build/finetune_resnet --pretrained-model pre-0003.safetensors --classes 5,6,7,8,9
 //       --freeze-backbone 1 --unfreeze-epoch 2 --backbone-lr-mult 0.1
+//   build/finetune_resnet --pretrained-model resnet-152-0000.params --num-classes 20
+//       --data-train new-train.erec --export-mxnet resnet-152-new-0005.params
 //
 // The pretrained file is a torchvision / timm ResNet state_dict saved as
-// safetensors, or an ember checkpoint. Its tensor names and shapes decide
+// safetensors, an ember checkpoint, or MXNet parameters (net/mxnet_resnet.h:
+// a symbolic resnet.py checkpoint prefix-EEEE.params beside its
+// prefix-symbol.json, or a Gluon resnet*_v1 save_parameters file), whose
+// ResNet variant the model takes. Its tensor names and shapes decide
 // the structure (depth, width, stem; --num-layers must agree when given);
 // what an ember checkpoint's metadata records of its training (image shape,
 // validation resize, normalisation, the head's pooling) is taken unless the
@@ -17,6 +22,8 @@
 // classes. Everything else is
 // train_resnet's flow (apps/training/train_program.h): the same data flags,
 // fp16/bf16, --gpus, data-parallel workers, checkpoints and --load-epoch.
+// --export-mxnet FILE writes the fine-tuned model of an MXNet variant back
+// as MXNet parameters at the end.
 #include "apps/training/distributed.h"
 #include "apps/training/nccl_factory.h"
 #include "apps/training/pretrained_settings.h"
@@ -25,6 +32,7 @@
 
 #include "net/checkpoint.h"
 #include "net/finetune.h"
+#include "net/mxnet_resnet.h"
 #include "net/pretrained.h"
 
 namespace {
@@ -38,6 +46,7 @@ struct FineTuneSettings {
   bool freeze_backbone = false;
   int unfreeze_epoch = 0;
   double backbone_lr_mult = 1.0;
+  std::string export_mxnet;
   // Read once in adopt, used again in configure and prepare.
   std::string path;
   SafetensorsFile file;
@@ -47,7 +56,8 @@ struct FineTuneSettings {
 void declare(apps::Flags& f, FineTuneSettings& s) {
   f.group("fine-tuning");
   f.add("pretrained-model", &s.pretrained_model,
-        "pretrained weights: a .safetensors file (torchvision/timm names), or an ember --model-prefix with "
+        "pretrained weights: a .safetensors file (torchvision/timm names), MXNet .params (resnet.py "
+        "prefix-EEEE.params with its -symbol.json, or Gluon resnet*_v1), or an ember --model-prefix with "
         "--pretrained-epoch");
   f.add("pretrained-epoch", &s.pretrained_epoch, "with a prefix: load PREFIX-EEEE.safetensors of this epoch");
   f.add("head-prefix", &s.head_prefix, "names of the classifier that is replaced by a fresh --num-classes head");
@@ -55,6 +65,9 @@ void declare(apps::Flags& f, FineTuneSettings& s) {
         "1: train the head only (no backbone gradients or optimizer state; its batch norms keep their statistics)");
   f.add("unfreeze-epoch", &s.unfreeze_epoch, "> 0: the backbone is frozen before this epoch, then everything trains");
   f.add("backbone-lr-mult", &s.backbone_lr_mult, "the backbone's learning rate is --lr times this (e.g. 0.1)");
+  f.add("export-mxnet", &s.export_mxnet,
+        "at the end, write the model as MXNet parameters to this file (MXNet variants only: a symbolic "
+        "prefix-EEEE.params, arg:/aux: names; a Gluon resnet*_v1 save_parameters file)");
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -81,7 +94,7 @@ void validate(const FineTuneSettings& s) {
 // unless the flags say otherwise; returns the line that says so.
 std::string adopt(FineTuneSettings& s, apps::TrainSettings& train, const apps::Flags& flags) {
   s.path = s.pretrained_epoch > 0 ? net::checkpoint_path(s.pretrained_model, s.pretrained_epoch) : s.pretrained_model;
-  s.file = load_safetensors(s.path);
+  s.file = net::load_model_file(s.path);
   s.inferred = net::infer_resnet_config(s.file, s.path, s.head_prefix);
   return apps::adopt_pretrained_settings(train, flags, s.file, s.path, s.inferred);
 }
@@ -98,10 +111,15 @@ void configure(FineTuneSettings& s, net::ResNetConfig& cfg, const apps::Training
   cfg.num_layers = r.num_layers;
   cfg.width = r.width;
   cfg.stem_kernel = r.stem_kernel;
+  cfg.variant = r.variant;
+  EMBER_CHECK(s.export_mxnet.empty() || r.variant != net::ResNetVariant::torchvision, "--export-mxnet: ", s.path,
+              " holds a torchvision ResNet, which MXNet does not build (only gluon-v1 and mxnet-preact models export)");
   // The head's pooling (cfg.pool) and the input normalisation are the
   // settings' (adopt: the file's unless the flags gave them).
-  std::fprintf(log, "pretrained: %s: ResNet-%d (%s, width %lld, %dx%d stem, %lld-channel input%s%s)\n", s.path.c_str(),
-               r.num_layers, r.bottleneck ? "bottleneck" : "basic blocks", (long long)r.width, r.stem_kernel,
+  std::fprintf(log, "pretrained: %s: ResNet-%d (%s%s, width %lld, %dx%d stem, %lld-channel input%s%s)\n",
+               s.path.c_str(), r.num_layers,
+               r.variant == net::ResNetVariant::torchvision ? "" : cat(net::resnet_variant_name(r.variant), ", ").c_str(),
+               r.bottleneck ? "bottleneck" : "basic blocks", (long long)r.width, r.stem_kernel,
                r.stem_kernel, (long long)r.in_channels,
                r.num_classes > 0 ? cat(", ", r.num_classes, "-class head").c_str() : ", no head",
                r.pool == net::HeadPool::concat ? ", concat pool" : "");
@@ -137,7 +155,8 @@ int main(int argc, char** argv) {
     FineTuneSettings ft;
     apps::TrainProgram program;
     program.name = "finetune_resnet";
-    program.summary = "Fine-tune a pretrained ResNet (torchvision/timm safetensors or ember checkpoint) on new classes.";
+    program.summary =
+        "Fine-tune a pretrained ResNet (torchvision/timm safetensors, MXNet .params or ember checkpoint) on new classes.";
 #if defined(EMBER_CUDA) && defined(EMBER_NCCL)
     program.nccl = ember::apps::nccl_comm_factory();
 #endif
@@ -163,6 +182,21 @@ int main(int argc, char** argv) {
                             std::FILE* log) { configure(ft, cfg, d, log); };
     program.prepare = [&](net::ResNet& model, bool resuming, apps::FitOptions& fo, std::FILE* log) {
       prepare(ft, model, resuming, fo, log);
+    };
+    program.finish = [&](const apps::FitResult& r, std::FILE* out) {
+      if (ft.export_mxnet.empty()) return;
+      EMBER_CHECK(!r.last_checkpoint.empty(), "--export-mxnet: the run saved no checkpoint to export");
+      // The pretrained MXNet checkpoint's symbol, retargeted to the new classes, goes beside the export.
+      const std::string symbol = net::mxnet_symbol_path(ft.path);
+      const bool from_symbolic = !symbol.empty() && std::filesystem::is_regular_file(symbol);
+      const net::MxnetExport e = net::write_mxnet_resnet(load_safetensors(r.last_checkpoint), r.last_checkpoint,
+                                                         ft.export_mxnet, from_symbolic ? symbol : "");
+      std::fprintf(out, "exported %s as MXNet %s parameters: %s%s\n", r.last_checkpoint.c_str(),
+                   e.kind == net::MxnetKind::gluon ? "Gluon resnet_v1" : "symbolic resnet.py", ft.export_mxnet.c_str(),
+                   e.symbol_path.empty() ? (e.kind == net::MxnetKind::symbolic
+                                                ? " (no symbol written: build it with resnet.py's get_symbol, head fc1)"
+                                                : "")
+                                         : cat(" and ", e.symbol_path).c_str());
     };
     return apps::run_train_program(program, argc, argv);
   } catch (const std::exception& e) {  // ember::Error and anything the standard library throws

@@ -21,14 +21,18 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_
 
 Tensor Conv2d::forward(const Tensor& x) { return ops::conv2d(x, weight, bias, options); }
 
-BatchNorm2d::BatchNorm2d(int64_t channels, double eps_, double momentum_, DType dtype) : eps(eps_), momentum(momentum_) {
+BatchNorm2d::BatchNorm2d(int64_t channels, double eps_, double momentum_, DType dtype, bool fixed_gamma)
+    : eps(eps_), momentum(momentum_) {
   const DType pt = ops::param_dtype(dtype);
   weight = Tensor::full({channels}, 1.0, pt);
   bias = Tensor::zeros({channels}, pt);
   running_mean = Tensor::zeros({channels}, pt);
   running_var = Tensor::full({channels}, 1.0, pt);
   num_batches_tracked = Tensor::zeros(Shape{}, DType::i64);
-  register_parameter("weight", &weight, /*decay=*/false, /*keep_f32=*/true);
+  if (fixed_gamma)
+    register_buffer("weight", &weight);
+  else
+    register_parameter("weight", &weight, /*decay=*/false, /*keep_f32=*/true);
   register_parameter("bias", &bias, /*decay=*/false, /*keep_f32=*/true);
   register_buffer("running_mean", &running_mean);
   register_buffer("running_var", &running_var);

@@ -25,7 +25,10 @@ class Conv2d : public Module {
 // weight, bias, running_mean, running_var: [C]; num_batches_tracked: i64 scalar (host)
 class BatchNorm2d : public Module {
  public:
-  explicit BatchNorm2d(int64_t channels, double eps = 1e-5, double momentum = 0.1, DType dtype = DType::f32);
+  // fixed_gamma (MXNet's fix_gamma=True): the scale is 1 and not learned;
+  // `weight` is then a buffer (saved, loaded, never trained).
+  explicit BatchNorm2d(int64_t channels, double eps = 1e-5, double momentum = 0.1, DType dtype = DType::f32,
+                       bool fixed_gamma = false);
   Tensor forward(const Tensor& x) override;
   // relu(forward(x)), fused into one op where that exists (training with
   // this rank's batch statistics: ops::batch_norm2d_relu).

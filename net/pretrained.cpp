@@ -135,6 +135,7 @@ ResNetConfig InferredResNet::config() const {
   c.in_channels = in_channels;
   c.num_classes = num_classes;
   c.pool = pool;
+  c.variant = variant;
   return c;
 }
 
@@ -194,6 +195,12 @@ InferredResNet infer_resnet_config(const SafetensorsFile& file, const std::strin
     r.num_classes = fc->second->shape()[0];
   if (const auto pool = file.metadata.find("pool"); pool != file.metadata.end())
     r.pool = parse_head_pool(pool->second, path + ": metadata");
+  if (const auto v = file.metadata.find("variant"); v != file.metadata.end())
+    r.variant = parse_resnet_variant(v->second, path + ": metadata");
+  else if (by_name.count("input_bn.weight"))
+    r.variant = ResNetVariant::mxnet_preact;
+  else if (by_name.count("layer1.0.conv1.bias"))
+    r.variant = ResNetVariant::gluon_v1;
   return r;
 }
 

@@ -65,6 +65,9 @@ struct InferredResNet {
   int64_t num_classes = 0;   // rows of <head>weight (0 when the head is absent)
   bool bottleneck = false;
   HeadPool pool = HeadPool::avg;  // metadata "pool"; concat: fc takes 2C features
+  // Metadata "variant"; absent: mxnet-preact when input_bn.weight is there,
+  // gluon-v1 when a bottleneck's conv1 has a bias, else torchvision.
+  ResNetVariant variant = ResNetVariant::torchvision;
   // The ResNetConfig of this structure (image_size and input_norm left at
   // their defaults for the caller to set).
   ResNetConfig config() const;

@@ -24,6 +24,26 @@
 //
 // With dropout > 0 (timm's drop_rate), the features pass a Dropout before fc
 // in training; it has no parameters, so checkpoints are unchanged by it.
+//
+// Variants (ResNetConfig::variant; checkpoints say which in their metadata
+// "variant", absent meaning torchvision):
+//   torchvision   as above.
+//   gluon-v1      MXNet Gluon's model-zoo resnet*_v1: the same, except that a
+//                 bottleneck puts its stride on the first 1x1 convolution, and
+//                 its two 1x1 convolutions have biases (layerS.B.conv1.bias,
+//                 conv3.bias).
+//   mxnet-preact  MXNet's symbolic ResNet (example/image-classification
+//                 symbols/resnet.py, what train_imagenet.py --network resnet and
+//                 the model-zoo checkpoints of fine-tune.py build): pre-
+//                 activation units. input_bn (a batch norm of the input with
+//                 the scale fixed at 1) -> conv1 -> [bn1, relu, max-pool: the
+//                 7x7 stem only] -> units -> final_bn, relu -> pool -> fc. A
+//                 unit is x + F(x) with F = bn1, relu, conv1, bn2, relu, conv2
+//                 (, bn3, relu, conv3 for a bottleneck, stride on the 3x3);
+//                 in the first unit of every stage (even where the shape stays,
+//                 as resnet.py does) the shortcut is a 1x1 convolution
+//                 `shortcut` of relu(bn1(x)). Batch norms use eps 2e-5.
+//                 net/mxnet_resnet.h maps MXNet's names to these.
 #pragma once
 #include <memory>
 #include <string>
@@ -32,6 +52,12 @@
 #include "net/layers.h"
 
 namespace ember::net {
+
+enum class ResNetVariant { torchvision, gluon_v1, mxnet_preact };
+// "torchvision", "gluon-v1", "mxnet-preact": the metadata's "variant" value.
+const char* resnet_variant_name(ResNetVariant v);
+// The inverse; any other text is an error naming `where` (a file or flag).
+ResNetVariant parse_resnet_variant(const std::string& text, const std::string& where);
 
 // What the head pools the last feature map with.
 enum class HeadPool { avg, concat };
@@ -56,6 +82,7 @@ struct ResNetConfig {
   HeadPool pool = HeadPool::avg;    // concat: fc takes [avg, max] of every channel (2C inputs)
   double dropout = 0;               // > 0: dropout of the features before fc (training only)
   ChannelNorm input_norm{};         // applied to uint8 input
+  ResNetVariant variant = ResNetVariant::torchvision;
   DType dtype = DType::f32;
 };
 
@@ -77,11 +104,24 @@ class BasicBlock : public Module {
 class Bottleneck : public Module {
  public:
   static constexpr int64_t expansion = 4;
-  Bottleneck(int64_t in_planes, int64_t planes, int64_t stride, DType dtype);
+  // gluon_v1: the stride on conv1 and biases on conv1 and conv3.
+  Bottleneck(int64_t in_planes, int64_t planes, int64_t stride, DType dtype, bool gluon_v1 = false);
   Tensor forward(const Tensor& x) override;
   std::shared_ptr<Conv2d> conv1, conv2, conv3;
   std::shared_ptr<BatchNorm2d> bn1, bn2, bn3;
   std::shared_ptr<Sequential> downsample;
+};
+
+// A pre-activation unit (mxnet-preact): x + F(x), see above.
+class PreActBlock : public Module {
+ public:
+  // projection: the shortcut is a 1x1 convolution (resnet.py: the first
+  // unit of every stage), else the identity.
+  PreActBlock(int64_t in_planes, int64_t planes, int64_t stride, bool bottleneck, bool projection, DType dtype);
+  Tensor forward(const Tensor& x) override;
+  std::shared_ptr<BatchNorm2d> bn1, bn2, bn3;  // bn3: bottleneck only
+  std::shared_ptr<Conv2d> conv1, conv2, conv3;
+  std::shared_ptr<Conv2d> shortcut;  // null when the shortcut is the identity
 };
 
 class ResNet : public Module {
@@ -95,9 +135,11 @@ class ResNet : public Module {
   // ", dropout 0.5" added for those heads.
   std::string describe() const;
 
+  std::shared_ptr<BatchNorm2d> input_bn;  // mxnet-preact only
   std::shared_ptr<Conv2d> conv1;
-  std::shared_ptr<BatchNorm2d> bn1;
+  std::shared_ptr<BatchNorm2d> bn1;       // null for mxnet-preact's 3x3 stem
   std::shared_ptr<MaxPool2d> maxpool;  // null for CIFAR-style and small-input stems
+  std::shared_ptr<BatchNorm2d> final_bn;  // mxnet-preact only: before the pooling
   std::vector<std::shared_ptr<Sequential>> layers;
   std::shared_ptr<Dropout> dropout;  // null unless config.dropout > 0
   std::shared_ptr<Linear> fc;

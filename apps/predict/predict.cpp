@@ -3,10 +3,13 @@
 //   build/predict --model ck/r50-0090.safetensors photos/cat.jpg photos/dog.png
 //   build/predict --model M.safetensors --labels classes.txt --top-k 3 --json 1 *.jpg
 //   build/predict --model M.safetensors --data-val val.erec       # top-1/top-5 accuracy
+//   build/predict --model resnet-50-0000.params photo.jpg           # MXNet's own files
 //
 // The model's structure (depth, width, stem, input channels, classes) comes
-// from the file's tensor names and shapes, the head's pooling from its
-// metadata's "pool" (net::infer_resnet_config); it is loaded with
+// from the file's tensor names and shapes, the head's pooling and ResNet
+// variant from its metadata (net::infer_resnet_config); MXNet .params are
+// read through net/mxnet_resnet.h, which also gives the input statistics
+// of MXNet's recipes. It is loaded with
 // net::load_pretrained, head included. Every image gets the
 // validation preprocessing of the record loader (apps/predict/predict_input.h):
 // decode, resize the short side to --resize (0: --image-size * 8/7, 256 for
@@ -51,6 +54,7 @@
 #include "engine/autograd.h"
 #include "engine/parallel.h"
 #include "net/json.h"
+#include "net/mxnet_resnet.h"
 #include "net/pretrained.h"
 #include "net/resnet.h"
 #include "net/safetensors.h"
@@ -81,7 +85,9 @@ struct Settings {
 
 void declare(apps::Flags& f, Settings& s) {
   f.group("model");
-  f.add("model", &s.model, "the model: a safetensors file of a torchvision-named ResNet (train_resnet's checkpoints)");
+  f.add("model", &s.model,
+        "the model: a safetensors file of a torchvision-named ResNet (train_resnet's checkpoints), or MXNet "
+        ".params (resnet.py prefix-EEEE.params beside its -symbol.json, or Gluon resnet*_v1)");
   f.add("num-layers", &s.num_layers, "expected depth; an error when the file holds another (0: whatever the file holds)");
   f.add("labels", &s.labels, "class names, one per line (default: --data-val's, else the checkpoint's metadata)");
   f.group("input");
@@ -361,7 +367,7 @@ int run(int argc, char** argv) {
   const Device device = select_device(s);
 
   const auto load_start = Clock::now();
-  const SafetensorsFile file = load_safetensors(s.model);
+  const SafetensorsFile file = net::load_model_file(s.model);
   const net::InferredResNet shape = net::infer_resnet_config(file, s.model);
   EMBER_CHECK(shape.num_classes > 0, s.model, ": no classifier head (fc.weight, fc.bias): nothing to predict with");
   EMBER_CHECK(s.num_layers == 0 || s.num_layers == shape.num_layers, "--num-layers ", s.num_layers, ": ", s.model,

@@ -262,6 +262,10 @@ int run_train_program(const TrainProgram& program, int argc, char** argv) {
       std::fprintf(out, "%s was trained with --pool %s: building the head so\n", load_path.c_str(), it->second.c_str());
       s.pool = it->second;
     }
+    if (const auto it = meta.find("variant"); it != meta.end() && it->second != s.variant) {
+      std::fprintf(out, "%s is a %s ResNet: building it so\n", load_path.c_str(), it->second.c_str());
+      s.variant = it->second;
+    }
   }
   net::ResNetConfig cfg;
   cfg.num_layers = s.num_layers;
@@ -271,6 +275,7 @@ int run_train_program(const TrainProgram& program, int argc, char** argv) {
   cfg.image_size = d->image_size;
   cfg.input_norm = d->norm;
   cfg.pool = net::parse_head_pool(s.pool, "--pool");
+  cfg.variant = net::parse_resnet_variant(s.variant, "--variant");
   cfg.dropout = s.dropout;
   if (program.configure) program.configure(cfg, s, *d, out);
   Generator gen(uint64_t(s.seed));
@@ -344,6 +349,7 @@ int run_train_program(const TrainProgram& program, int argc, char** argv) {
       {"width", std::to_string(model.conv1->weight.shape()[0])},
       {"stem_kernel", std::to_string(model.conv1->weight.shape()[2])},
       {"pool", net::head_pool_name(cfg.pool)},
+      {"variant", net::resnet_variant_name(cfg.variant)},
       {"dropout", cat(cfg.dropout)},
       {"image_size", std::to_string(d->image_size)},
       {"val_resize", std::to_string(d->val_resize)},
@@ -392,6 +398,7 @@ int run_train_program(const TrainProgram& program, int argc, char** argv) {
     std::fprintf(out, "bf16: %lld of %lld steps skipped\n", (long long)r.skipped_steps, (long long)r.steps);
   if (d->train_loader && d->train_loader->bad_records() > 0)
     std::fprintf(out, "skipped %lld bad records\n", (long long)d->train_loader->bad_records());
+  if (program.finish && env.rank == 0) program.finish(r, out);
   std::fflush(out);
   finish_distributed();
   return r.interrupted_by ? StopSignals::exit_code(r.interrupted_by) : 0;

@@ -45,6 +45,9 @@ struct TrainProgram {
   // (when resuming) is loaded and it moves to the device: load weights, set
   // FitOptions::finetune, add checkpoint metadata.
   std::function<void(net::ResNet&, bool resuming, FitOptions&, std::FILE* log)> prepare;
+  // On rank 0 after a run that finished (not one a signal stopped): work on
+  // the result (finetune_resnet --export-mxnet). `out` is the run's output.
+  std::function<void(const FitResult&, std::FILE* out)> finish;
   // --kv-store nccl: set by the program's main from apps/training/nccl_factory.h
   // (header-only, so that only programs link NCCL); empty: not available.
   NcclFactory nccl;

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "net/lr_schedule.h"
+#include "net/resnet.h"
 
 #if defined(EMBER_CUDA) || defined(EMBER_CUDASIM)  // a GPU, or the emulator's (build/train_resnet_sim)
 #include "cuda/cuda_device.h"
@@ -19,6 +20,10 @@ void declare_train_flags(Flags& f, TrainSettings& s) {
         "finetune_resnet: 0 takes the pretrained file's");
   f.add("num-classes", &s.num_classes, "classes of the classifier (0: from the data set)");
   f.add("zero-init-residual", &s.zero_init_residual, "start the last BN of every block at gamma = 0 (Goyal et al.)");
+  f.add("variant", &s.variant,
+        "the ResNet's structure: torchvision (stride on the 3x3), gluon-v1 (MXNet Gluon's resnet*_v1: stride on the "
+        "first 1x1), mxnet-preact (MXNet's resnet.py: pre-activation units); recorded in checkpoints "
+        "(finetune_resnet takes the pretrained file's)");
   f.add("pool", &s.pool,
         "the head's pooling: avg, or concat (fc over [global average, global max], fast.ai's concat pooling); "
         "recorded in checkpoints (finetune_resnet keeps the pretrained file's)");
@@ -230,6 +235,7 @@ DType precision_dtype(const std::string& precision) { return parse_float_dtype(p
 
 void validate_train_settings(const TrainSettings& s) {
   EMBER_CHECK(s.network == "resnet", "--network ", s.network, " is not supported (resnet)");
+  (void)net::parse_resnet_variant(s.variant, "--variant");
   EMBER_CHECK(s.batch_size > 0, "--batch-size must be positive");
   EMBER_CHECK(s.num_epochs >= 0, "--num-epochs must be positive (0: the default, 10 or more on small data)");
   EMBER_CHECK(s.lr >= 0, "--lr must be positive (0: the default, 0.1 x global batch / 256)");

@@ -34,6 +34,7 @@ struct TrainSettings {
   int64_t num_classes = 0;
   bool zero_init_residual = false;
   double dropout = 0;  // dropout before the classifier (timm's drop_rate), training only
+  std::string variant = "torchvision";  // the ResNet's structure: torchvision, gluon-v1, mxnet-preact (net/resnet.h)
   std::string pool = "avg";  // the head: avg, or concat ([avg, max], fast.ai's concat pooling); finetune: the file's
   // data
   std::string dataset = "fashion-mnist";

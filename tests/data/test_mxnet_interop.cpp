@@ -20,6 +20,7 @@
 #include "data/mxnet_recordio.h"
 #include "data/record_file.h"
 #include "engine/file_io.h"
+#include "tests/support/mxnet_refs.h"
 #include "tests/support/process_helpers.h"
 #include "tests/support/skip.h"
 #include "tests/support/test_helpers.h"
@@ -28,16 +29,6 @@ using namespace ember;
 using namespace ember::data;
 
 namespace {
-
-// The reference environment's Python (make refs), from the repository root
-// the tests run in; EMBER_REFS_DIR overrides the directory.
-std::string refs_python() {
-  const char* dir = std::getenv("EMBER_REFS_DIR");
-  return std::string(dir && *dir ? dir : ".refs") + "/mxnet/bin/python";
-}
-bool mxnet_refs_built() { return ::access(refs_python().c_str(), X_OK) == 0; }
-const ember::testing::needs kMxnetRefs{"the MXNet 1.9.1 reference environment is not built (make refs)",
-                                       mxnet_refs_built};
 
 // What ImageRecordIter read, per record.
 struct Reading {
@@ -79,11 +70,11 @@ std::vector<Reading> read_expected(const std::string& path, size_t pixels) {
 
 }  // namespace
 
-TEST_CASE("mxnet interop: files written by MXNet 1.9.1 read as MXNet's ImageRecordIter reads them" * kMxnetRefs) {
+TEST_CASE("mxnet interop: files written by MXNet 1.9.1 read as MXNet's ImageRecordIter reads them" * ember::testing::kNeedsMxnetRefs) {
   const ember::testing::TempDir dir;
   std::string out;
   const int code = ember::testing::process::run_command(
-      {refs_python(), "scripts/refs/mxnet_records.py", dir.file("mx")}, 120, dir.path.string(), "mxnet_records",
+      {ember::testing::mxnet_refs_python(), "scripts/refs/mxnet_records.py", dir.file("mx")}, 120, dir.path.string(), "mxnet_records",
       &out);
   INFO(out.substr(0, 3000));
   REQUIRE(code == 0);

@@ -36,7 +36,7 @@ FUZZ_CXXFLAGS := -std=c++20 -O1 -g -fopenmp -Wall -Wextra -Wno-pass-failed $(FUZ
 # "f16c"), the fuzzers run faster, and coverage counts parser code only.
 # (The archive lends the linker only the objects a target calls into.)
 FUZZ_LIB_SRC  := $(wildcard data/*.cpp) engine/autograd.cpp engine/bfloat16.cpp engine/file_io.cpp \
-                 engine/memory.cpp engine/tensor.cpp net/json.cpp net/safetensors.cpp net/checkpoint.cpp \
+                 engine/memory.cpp engine/tensor.cpp net/json.cpp net/safetensors.cpp net/checkpoint.cpp net/mxnet_params.cpp \
                  net/module.cpp net/sgd.cpp apps/training/training_checkpoint.cpp apps/training/cpu_choices.cpp \
                  net/dist/frame.cpp net/dist/ring.cpp net/dist/buffer_math.cpp net/dist/socket.cpp \
                  net/dist/rendezvous.cpp net/dist/store.cpp

@@ -331,6 +331,52 @@ int main(int argc, char** argv) {
       put("fuzz_mxnet_recordio", "seed-multi-label.rec", multi);
     }
 
+    // MXNet .params: named f32/f16/f64/bf16 arrays (V2), a V3 scalar, a plain list without names.
+    {
+      Bytes list;
+      put_le64(list, 0x112);
+      put_le64(list, 0);
+      put_le64(list, 4);
+      const auto array = [&](uint32_t magic, std::vector<int64_t> shape, int32_t dtype, const Bytes& raw) {
+        put_le32(list, magic);
+        put_le32(list, 0);
+        put_le32(list, uint32_t(shape.size()));
+        for (int64_t d : shape) put_le64(list, uint64_t(d));
+        put_le32(list, 1);
+        put_le32(list, 0);
+        put_le32(list, uint32_t(dtype));
+        list.insert(list.end(), raw.begin(), raw.end());
+      };
+      Bytes f32(24), f16(8), f64(16), bf16(4);
+      for (size_t i = 0; i < f32.size(); ++i) f32[i] = uint8_t(i * 29 + 3);
+      for (size_t i = 0; i < f16.size(); ++i) f16[i] = uint8_t(i * 13 + 60);
+      for (size_t i = 0; i < f64.size(); ++i) f64[i] = uint8_t(i * 7 + 63);
+      bf16 = {0x80, 0x3f, 0x40, 0xc0};
+      array(0xF993fac9, {2, 3}, 0, f32);
+      array(0xF993fac9, {4}, 2, f16);
+      array(0xF993fac9, {1, 2}, 1, f64);
+      array(0xF993fac9, {2}, 12, bf16);
+      put_le64(list, 4);
+      for (const std::string name : {"arg:conv0_weight", "aux:bn0_moving_mean", "features.0.weight", "output.bias"}) {
+        put_le64(list, name.size());
+        list.insert(list.end(), name.begin(), name.end());
+      }
+      put("fuzz_mxnet_params", "seed-named.params", list);
+      Bytes plain;
+      put_le64(plain, 0x112);
+      put_le64(plain, 0);
+      put_le64(plain, 1);
+      put_le32(plain, 0xF993faca);
+      put_le32(plain, 0);
+      put_le32(plain, 0);  // V3 ndim 0: a scalar
+      put_le32(plain, 1);
+      put_le32(plain, 0);
+      put_le32(plain, 0);
+      plain.insert(plain.end(), {0, 0, 0x80, 0x3f});
+      put_le64(plain, 0);
+      put("fuzz_mxnet_params", "seed-plain-scalar.params", plain);
+    }
+
     // im2rec list files.
     put_text("fuzz_list_file", "seed-classes.lst", "0\t1\tcat/0001.jpg\n1\t0\tdog/0002.png\n5\t2\t/abs/path/x.jpg\n");
     put_text("fuzz_list_file", "seed-multi-label.lst", "0\t0.5\t-1.25\t3e2\ta b/c.jpg\r\n\n \t\n7\t1\t2\t3\td.png\r\n");
