@@ -38,7 +38,7 @@
 #include "data/image.h"
 #include "engine/file_io.h"
 #include "net/json.h"
-#include "tests/support/mxnet_refs.h"
+#include "tests/support/refs_env.h"
 #include "tests/support/photo_like.h"
 #include "tests/support/process_helpers.h"
 #include "tests/support/test_helpers.h"

@@ -20,7 +20,7 @@
 #include "data/mxnet_recordio.h"
 #include "data/record_file.h"
 #include "engine/file_io.h"
-#include "tests/support/mxnet_refs.h"
+#include "tests/support/refs_env.h"
 #include "tests/support/process_helpers.h"
 #include "tests/support/skip.h"
 #include "tests/support/test_helpers.h"

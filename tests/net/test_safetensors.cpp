@@ -3,6 +3,8 @@
 // hostile files) and the atomic file writer.
 #include <doctest/doctest.h>
 
+#include "tests/support/process_helpers.h"
+#include "tests/support/refs_env.h"
 #include "tests/support/test_helpers.h"
 
 #include <sys/stat.h>
@@ -10,6 +12,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <map>
 #include <filesystem>
 #include <random>
 #include <stdexcept>
@@ -800,4 +803,61 @@ TEST_CASE("safetensors: BF16 tensors are read as bf16 with their bits, and widen
   const SafetensorsFile g = parse_safetensors(again.data(), again.size(), "again.safetensors");
   CHECK(std::memcmp(g.tensors.at(0).second.raw_data(), bits.data(), 16) == 0);
   CHECK(std::string(again.begin() + 8, again.begin() + 8 + long(header.size())) == header);
+}
+
+// The other way: the official safetensors package (0.4.5, in the reference
+// environment of make refs) reads what ember writes, every dtype it shares
+// with NumPy, and writes it again; ember reads that back bit for bit, with
+// the metadata. (PyTorch 2.x's strict load of a checkpoint:
+// tests/net/test_torchvision_parity.cpp.)
+TEST_CASE("safetensors: the official package reads ember's file exactly (read, written again, compared)" *
+          ember::testing::kNeedsMxnetRefs) {
+  const TempDir dir;
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  std::mt19937 rng(5);
+  std::normal_distribution<double> normal;
+  const auto filled = [&](const Shape& s, DType dt) {
+    std::vector<double> v(size_t(s.numel()));
+    for (double& x : v) x = dt == DType::u8 ? double(rng() % 256) : dt == DType::i32 || dt == DType::i64 ? double(int(rng() % 2001) - 1000) : normal(rng);
+    return Tensor::from_vector(v, s, dt);
+  };
+  tensors.emplace_back("layer1.0.conv1.weight", filled({8, 4, 3, 3}, DType::f32));
+  tensors.emplace_back("bn1.running_var", filled({8}, DType::f64));
+  tensors.emplace_back("head.half", filled({3, 5}, DType::f16));
+  tensors.emplace_back("counts", filled({7}, DType::i32));
+  tensors.emplace_back("bn1.num_batches_tracked", Tensor::full(Shape{}, 12345, DType::i64));
+  tensors.emplace_back("pixels", filled({2, 3, 4}, DType::u8));
+  tensors.emplace_back("empty", Tensor::zeros({0, 3}, DType::f32));
+  const std::map<std::string, std::string> metadata = {
+      {"format", "pt"}, {"variant", "mxnet-preact"}, {"class_names", R"(["a","b\"c","ü"])"}};
+  const std::string ours = dir.file("ember.safetensors"), theirs = dir.file("official.safetensors");
+  save_safetensors(ours, tensors, metadata);
+  const std::string script =
+      "import sys, safetensors\n"
+      "from safetensors import safe_open\n"
+      "from safetensors.numpy import load_file, save_file\n"
+      "t = load_file(sys.argv[1])\n"
+      "with safe_open(sys.argv[1], 'np') as f: m = f.metadata()\n"
+      "save_file(t, sys.argv[2], metadata=m)\n"
+      "print('safetensors', safetensors.__version__, len(t), 'tensors,', ' '.join('%s:%s%s' % (k, v.dtype, list(v.shape)) "
+      "for k, v in sorted(t.items())))\n";
+  std::string out;
+  const int rc = ember::testing::process::run_command({ember::testing::mxnet_refs_python(), "-c", script, ours, theirs},
+                                                       60, dir.path.string(), "official", &out);
+  INFO(out);
+  REQUIRE(rc == 0);
+  CHECK(contains(out, "safetensors 0.4.5 7 tensors"));
+  CHECK(contains(out, "bn1.num_batches_tracked:int64[]"));
+  CHECK(contains(out, "head.half:float16[3, 5]"));
+  const SafetensorsFile back = load_safetensors(theirs);
+  CHECK(back.metadata == metadata);
+  REQUIRE(back.tensors.size() == tensors.size());
+  for (const auto& [name, t] : tensors) {
+    CAPTURE(name);
+    const Tensor* b = back.find(name);
+    REQUIRE(b);
+    CHECK(b->dtype() == t.dtype());
+    CHECK(b->shape() == t.shape());
+    CHECK((t.nbytes() == 0 || std::memcmp(b->raw_data(), t.raw_data(), t.nbytes()) == 0));
+  }
 }

@@ -19,6 +19,7 @@
 
 #include "tests/support/process_helpers.h"
 #include "tests/support/test_helpers.h"
+#include "tests/support/refs_env.h"
 #include "tests/support/torch_reference.h"
 
 #include <unistd.h>
@@ -412,10 +413,12 @@ TEST_CASE("torchvision parity: save_model writes torchvision's state_dict names,
   }
 }
 
-TEST_CASE("torchvision parity: PyTorch load_state_dict(strict=True) takes ember's file and gives ember's logits" *
-          ember::testing::kNeedsPythonTorch) {
-  std::string why;
-  REQUIRE_MESSAGE(ember::testing::python_torch(&why), why);
+namespace {
+
+// ember's checkpoint of each narrow fixture model (after a train-mode forward, so that its statistics and
+// counters are ember's own) through `python` tests/fixtures/check_strict_load.py: PyTorch's
+// load_state_dict(strict=True) and its f64 eval logits against ember's.
+void check_strict_load(const std::string& python, const std::string& must_say) {
   for (const Fixture& fx : {kResNet18, kResNet50}) {
     CAPTURE(fx.base);
     const SafetensorsFile ref = load_safetensors(fx.reference());
@@ -433,14 +436,29 @@ TEST_CASE("torchvision parity: PyTorch load_state_dict(strict=True) takes ember'
     save_safetensors(dir.file("logits.safetensors"), {{"logits", logits}});
     std::string out;
     const int rc = ember::testing::process::run_command(
-        {kPython, kFixtures + "check_strict_load.py", fx.arch, std::to_string(fx.width), std::to_string(fx.num_classes),
+        {python, kFixtures + "check_strict_load.py", fx.arch, std::to_string(fx.width), std::to_string(fx.num_classes),
          dir.file("ember.safetensors"), dir.file("logits.safetensors"), fx.reference()},
         180, dir.path.string(), "check", &out);
     INFO("check_strict_load.py: " << out);
     CHECK(rc == 0);
     CHECK(contains(out, "load_state_dict(strict=True) took"));
+    CHECK(contains(out, must_say));
     MESSAGE(fx.base << ": " << out.substr(0, out.find('\n')));
   }
+}
+
+}  // namespace
+
+TEST_CASE("torchvision parity: PyTorch load_state_dict(strict=True) takes ember's file and gives ember's logits" *
+          ember::testing::kNeedsPythonTorch) {
+  std::string why;
+  REQUIRE_MESSAGE(ember::testing::python_torch(&why), why);
+  check_strict_load(kPython, "file read by");
+}
+
+TEST_CASE("torchvision parity: PyTorch 2.x reads ember's file with the official safetensors, strict, same logits" *
+          ember::testing::kNeedsTorchRefs) {
+  check_strict_load(ember::testing::torch_refs_python(), "file read by safetensors 0.4.5");
 }
 
 TEST_CASE("torchvision parity: full-size torchvision resnet18 and resnet50 give PyTorch's eval logits" *
