@@ -5,7 +5,7 @@ runs beside ember, alternating (a benchmark script; ember never needs Python).
 
     python3 scripts/torch_ref.py throughput [--model resnet20] [--batch 128] [--size 28]
                                             [--steps 20] [--warmup 3] [--threads 2]
-                                            [--autocast none|bf16]
+                                            [--autocast none|bf16] [--profile N]
 
 What one run does, and how it lines up with ember's benchmark:
   model     resnet<6n+2> (resnet20, resnet56, ...): the CIFAR-style ResNet of
@@ -149,6 +149,12 @@ def throughput(args):
     precision = "bf16-autocast" if args.autocast == "bf16" else "fp32"
     print(f"torch {torch.__version__} {args.model} batch={args.batch} size={args.size} threads={args.threads} "
           f"{precision} train img/s={args.steps * args.batch / seconds:.1f}", flush=True)
+    if args.profile > 0:  # where the time goes, per operator and input shape (on stderr)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
+            for _ in range(args.profile):
+                step()
+        table = prof.key_averages(group_by_input_shape=True).table(sort_by="self_cpu_time_total", row_limit=40)
+        print(f"profile of {args.profile} steps:\n{table}", file=sys.stderr, flush=True)
 
 
 def parse_args(argv, autocast="none"):
@@ -163,6 +169,8 @@ def parse_args(argv, autocast="none"):
     p.add_argument("--steps", type=int, default=20, help="timed steps")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     p.add_argument("--threads", type=int, default=2, help="PyTorch's intra-op threads")
+    p.add_argument("--profile", type=int, default=0,
+                   help="then N more steps under torch.profiler: operators by self CPU time and shape, on stderr")
     p.add_argument("--autocast", choices=["none", "bf16"], default=autocast,
                    help="bf16: forward and loss under CPU bf16 autocast")
     a = p.parse_args(argv)

@@ -5,6 +5,7 @@ with the reference environment's Python (make refs: .refs/mxnet/bin/python).
 
     python scripts/refs/mxnet_ref.py throughput [--model resnet20|resnet50_224] [--batch N] [--size S]
                                                 [--steps 20] [--warmup 3] [--threads 2] [--api gluon|module]
+                                                [--profile N]
     python scripts/refs/mxnet_ref.py loader --rec X.rec --idx X.idx [--size 224] [--batch 64] [--threads T]
                                             [--batches 50] [--warmup-batches 5] [--iter-ctx cpu|gpu]
     python scripts/refs/mxnet_ref.py pack --folder DIR --prefix P
@@ -284,6 +285,15 @@ def throughput(args):
     model = args.model + (f" structure={structure}" if structure else "")
     print(f"mxnet {mx.__version__} {api} mkldnn={mkldnn_state(mx)} {model} batch={args.batch} size={args.size} "
           f"threads={args.threads} fp32 train img/s={args.steps * args.batch / seconds:.1f}", flush=True)
+    if args.profile > 0:  # where the time goes, per operator (MXNet's aggregate statistics, on stderr)
+        with tempfile.TemporaryDirectory() as d:
+            mx.profiler.set_config(profile_all=True, aggregate_stats=True, filename=os.path.join(d, "profile.json"))
+            mx.profiler.set_state("run")
+            for _ in range(args.profile):
+                step()
+            mx.nd.waitall()
+            mx.profiler.set_state("stop")
+            log(f"profile of {args.profile} steps:\n" + mx.profiler.dumps(reset=True))
 
 
 # ---- loader
@@ -387,6 +397,8 @@ def parse_args(argv):
     t.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     t.add_argument("--threads", type=int, default=2, help="OpenMP threads (OMP_NUM_THREADS, set before import)")
     t.add_argument("--api", choices=["gluon", "module"], default="gluon", help="Gluon + Trainer or mx.mod.Module")
+    t.add_argument("--profile", type=int, default=0,
+                   help="then N more steps under MXNet's profiler: time per operator, on stderr")
     lo = sub.add_parser("loader", help="mx.io.ImageRecordIter img/s with random-resized-crop + mirror")
     lo.add_argument("--rec", required=True, help="the .rec file")
     lo.add_argument("--idx", required=True, help="its .idx file")
