@@ -94,28 +94,47 @@ std::string symbolic_to_ember(const std::string& name) {
   return "";
 }
 
+// An ember tensor name taken apart: "layer2.2.conv1.weight" is module
+// "layer2.2.conv1", param "weight", stage 2, block 2, part "conv1"; names
+// outside the stages have stage 0.
+struct EmberName {
+  std::string module, param, part;
+  int stage = 0, block = -1;
+};
+
+std::optional<EmberName> split_ember_name(const std::string& name) {
+  const size_t dot = name.rfind('.');
+  if (dot == std::string::npos) return std::nullopt;
+  EmberName n{name.substr(0, dot), name.substr(dot + 1), "", 0, -1};
+  if (!starts_with(n.module, "layer")) return n;
+  const size_t d1 = n.module.find('.');
+  const size_t d2 = d1 == std::string::npos ? std::string::npos : n.module.find('.', d1 + 1);
+  if (d2 == std::string::npos) return std::nullopt;
+  n.stage = parse_index(n.module.substr(5, d1 - 5));
+  n.block = parse_index(n.module.substr(d1 + 1, d2 - d1 - 1));
+  n.part = n.module.substr(d2 + 1);
+  if (n.stage < 1 || n.block < 0) return std::nullopt;
+  return n;
+}
+
 // "layer2.2.conv1.weight" -> "arg:stage2_unit3_conv1_weight"; "" when ember's name has no resnet.py counterpart.
 std::string ember_to_symbolic(const std::string& name) {
-  const size_t dot = name.rfind('.');
-  if (dot == std::string::npos) return "";
-  const std::string module = name.substr(0, dot), param = name.substr(dot + 1);
+  const std::optional<EmberName> n = split_ember_name(name);
+  if (!n) return "";
+  const std::string &module = n->module, &param = n->param, &part = n->part;
   const BnName* bn = bn_by_ember(param);
   const auto bn_name = [&](const std::string& layer) {
     return cat(bn->auxiliary ? "aux:" : "arg:", layer, "_", bn->mxnet_symbolic);
   };
-  if (module == "input_bn" && bn) return bn_name("bn_data");
-  if (module == "bn1" && bn) return bn_name("bn0");
-  if (module == "final_bn" && bn) return bn_name("bn1");
-  if (module == "conv1" && param == "weight") return "arg:conv0_weight";
-  if (module == "fc" && (param == "weight" || param == "bias")) return "arg:fc1_" + param;
-  // layerS.B.part
-  if (!starts_with(module, "layer")) return "";
-  const size_t d1 = module.find('.'), d2 = module.find('.', d1 == std::string::npos ? 0 : d1 + 1);
-  if (d1 == std::string::npos || d2 == std::string::npos) return "";
-  const int stage = parse_index(module.substr(5, d1 - 5)), block = parse_index(module.substr(d1 + 1, d2 - d1 - 1));
-  const std::string part = module.substr(d2 + 1);
-  if (stage < 1 || block < 0) return "";
-  const std::string unit = cat("stage", stage, "_unit", block + 1, "_");
+  if (n->stage == 0) {
+    if (module == "input_bn" && bn) return bn_name("bn_data");
+    if (module == "bn1" && bn) return bn_name("bn0");
+    if (module == "final_bn" && bn) return bn_name("bn1");
+    if (module == "conv1" && param == "weight") return "arg:conv0_weight";
+    if (module == "fc" && (param == "weight" || param == "bias")) return "arg:fc1_" + param;
+    return "";
+  }
+  const std::string unit = cat("stage", n->stage, "_unit", n->block + 1, "_");
   if (bn && (part == "bn1" || part == "bn2" || part == "bn3")) return bn_name(unit + part);
   if (param == "weight" && (part == "conv1" || part == "conv2" || part == "conv3"))
     return cat("arg:", unit, part, "_weight");
@@ -164,24 +183,22 @@ std::string gluon_to_ember(const std::string& name) {
 }
 
 std::string ember_to_gluon(const std::string& name) {
-  const size_t dot = name.rfind('.');
-  if (dot == std::string::npos) return "";
-  const std::string module = name.substr(0, dot), param = name.substr(dot + 1);
+  const std::optional<EmberName> n = split_ember_name(name);
+  if (!n) return "";
+  const std::string &module = n->module, &param = n->param, &part = n->part;
   const BnName* bn = bn_by_ember(param);
   const auto bn_or_conv = [&](const std::string& gluon_module, bool is_bn) -> std::string {
     if (is_bn) return bn ? gluon_module + "." + bn->mxnet_gluon : "";
     return param == "weight" || param == "bias" ? gluon_module + "." + param : "";
   };
-  if (module == "fc") return param == "weight" || param == "bias" ? "output." + param : "";
-  if (module == "conv1") return bn_or_conv("features.0", false);
-  if (module == "bn1") return bn_or_conv("features.1", true);
-  if (!starts_with(module, "layer")) return "";
-  const size_t d1 = module.find('.'), d2 = module.find('.', d1 == std::string::npos ? 0 : d1 + 1);
-  if (d1 == std::string::npos || d2 == std::string::npos) return "";
-  const int stage = parse_index(module.substr(5, d1 - 5)), block = parse_index(module.substr(d1 + 1, d2 - d1 - 1));
-  const std::string part = module.substr(d2 + 1);
-  if (stage < 1 || stage > 4 || block < 0) return "";
-  const std::string prefix = cat("features.", kGluonFirstStage + stage - 1, ".", block, ".");
+  if (n->stage == 0) {
+    if (module == "fc") return param == "weight" || param == "bias" ? "output." + param : "";
+    if (module == "conv1") return bn_or_conv("features.0", false);
+    if (module == "bn1") return bn_or_conv("features.1", true);
+    return "";
+  }
+  if (n->stage > 4) return "";
+  const std::string prefix = cat("features.", kGluonFirstStage + n->stage - 1, ".", n->block, ".");
   for (int i = 0; i < 8; ++i)
     if (kGluonBody[i] && part == kGluonBody[i]) return bn_or_conv(cat(prefix, "body.", i), part[0] == 'b');
   if (part == "downsample.0") return bn_or_conv(prefix + "downsample.0", false);
@@ -206,16 +223,20 @@ bool known_symbol_op(const std::string& op) {
   return ops.count(op) > 0;
 }
 
+// An MXNet symbol file's JSON; a parse error names the file.
+json::Value read_symbol(const std::string& path) {
+  const std::vector<uint8_t> bytes = read_file(path);
+  try {
+    return json::parse(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  } catch (const Error& e) {
+    fail(cat(path, ": ", e.what()));
+  }
+}
+
 // The symbol's variables must be the file's parameters (plus the data and
 // label inputs), and its operators ones ember's pre-activation ResNet has.
 void check_symbol(const std::string& symbol_path, const std::set<std::string>& params) {
-  const std::vector<uint8_t> bytes = read_file(symbol_path);
-  json::Value root;
-  try {
-    root = json::parse(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
-  } catch (const Error& e) {
-    fail(cat(symbol_path, ": ", e.what()));
-  }
+  const json::Value root = read_symbol(symbol_path);
   const json::Value* nodes = root.find("nodes");
   EMBER_CHECK(nodes && nodes->is_array(), symbol_path, ": no \"nodes\" array (not an MXNet symbol file)");
   std::set<std::string> variables;
@@ -325,13 +346,7 @@ namespace {
 // The template symbol with its one FullyConnected node's num_hidden set to
 // `classes`; *head gets that node's name.
 std::string retarget_symbol(const std::string& template_path, int64_t classes, std::string* head) {
-  const std::vector<uint8_t> bytes = read_file(template_path);
-  json::Value root;
-  try {
-    root = json::parse(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
-  } catch (const Error& e) {
-    fail(cat(template_path, ": ", e.what()));
-  }
+  json::Value root = read_symbol(template_path);
   json::Value* fc = nullptr;
   int found = 0;
   if (root.is_object())

@@ -67,25 +67,9 @@ for w in "${workloads[@]}"; do
 done
 mkdir -p "$work"
 
-if [ -x /usr/bin/time ]; then
-  measured() { local rss=$1 log=$2; shift 2; /usr/bin/time -f %M -o "$rss" "$@" >"$log" 2>&1; }
-else
-  measured() { local rss=$1 log=$2; shift 2; echo 0 >"$rss"; "$@" >"$log" 2>&1; }
-fi
-median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {if (NR % 2) print a[(NR+1)/2]; else printf "%.2f\n", (a[NR/2]+a[NR/2+1])/2}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2fx", a/b}'; }
-
-# One run: "$@" with its log; prints "FIGURE RSS_MB" (FIGURE: the last match of the sed pattern) or fails.
-one_run() {
-  local name=$1 pattern=$2; shift 2
-  local log=$work/$name.log rss=$work/$name.rss figure
-  if ! measured "$rss" "$log" "$@"; then
-    say "$name failed: $*"; tail -n 15 "$log" >&2; exit 1
-  fi
-  figure=$(sed -nE "s/$pattern/\1/p" "$log" | tail -n 1)
-  [ -n "$figure" ] || { say "$name: no figure in $log"; tail -n 15 "$log" >&2; exit 1; }
-  echo "$figure $(awk '/^[0-9]+$/ {v=$1} END {printf "%.0f", v/1024}' "$rss")"
-}
+# measured, one_run, median, ratio
+# shellcheck source=scripts/bench_common.sh
+source "$root/scripts/bench_common.sh"
 
 # A comparison: rounds of the commands cmd_<i> named names[i]; pattern[i] finds
 # each one's figure. Prints the runs, medians and ember's ratios (figure

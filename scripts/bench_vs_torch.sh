@@ -77,33 +77,9 @@ for w in "${workloads[@]}"; do
 done
 mkdir -p "$work"
 
-# Peak RSS of a command in KiB, written to $1; the command's output goes to $2.
-if [ -x /usr/bin/time ]; then
-  measured() { local rss=$1 log=$2; shift 2; /usr/bin/time -f %M -o "$rss" "$@" >"$log" 2>&1; }
-else
-  measured() {
-    local rss=$1 log=$2; shift 2
-    "$python" -c 'import resource, subprocess, sys
-rc = subprocess.call(sys.argv[2:])
-open(sys.argv[1], "w").write("%d\n" % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-sys.exit(rc)' "$rss" "$@" >"$log" 2>&1
-  }
-fi
-
-median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {if (NR % 2) print a[(NR+1)/2]; else printf "%.2f\n", (a[NR/2]+a[NR/2+1])/2}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2fx", a/b}'; }
-
-# One run: runs "$@", prints "IMG_S RSS_MB" or fails with the log's tail.
-one_run() {
-  local name=$1 pattern=$2; shift 2
-  local log=$work/$name.log rss=$work/$name.rss speed
-  if ! measured "$rss" "$log" "$@"; then
-    say "$name failed: $*"; tail -n 15 "$log" >&2; exit 1
-  fi
-  speed=$(sed -nE "s/$pattern/\1/p" "$log" | tail -n 1)
-  [ -n "$speed" ] || { say "$name: no speed line in $log"; tail -n 15 "$log" >&2; exit 1; }
-  echo "$speed $(awk '/^[0-9]+$/ {v=$1} END {printf "%.0f", v/1024}' "$rss")"
-}
+# measured, one_run, median, ratio
+# shellcheck source=scripts/bench_common.sh
+source "$root/scripts/bench_common.sh"
 
 ember_pat='^Median speed: ([0-9.]+) samples\/sec.*'
 torch_pat='.* train img\/s=([0-9.]+).*'

@@ -124,6 +124,17 @@ def mkldnn_state(mx):
 
 # ---- the networks
 
+def projection(mx, cin, cout, stride):
+    """A block's shortcut: 1x1 conv + BN where the shape changes (torchvision's downsample), else None."""
+    if stride == 1 and cin == cout:
+        return None
+    nn = mx.gluon.nn
+    seq = nn.HybridSequential(prefix="downsample_")
+    with seq.name_scope():
+        seq.add(nn.Conv2D(cout, 1, stride, use_bias=False, in_channels=cin), nn.BatchNorm(in_channels=cout))
+    return seq
+
+
 def cifar_resnet(mx, depth, in_channels, classes):
     """ResNet-<depth> (depth = 6n + 2) as torch_ref.py's cifar_resnet, in Gluon."""
     nn = mx.gluon.nn
@@ -139,12 +150,7 @@ def cifar_resnet(mx, depth, in_channels, classes):
                 self.bn1 = nn.BatchNorm(in_channels=cout)
                 self.conv2 = nn.Conv2D(cout, 3, 1, 1, use_bias=False, in_channels=cout)
                 self.bn2 = nn.BatchNorm(in_channels=cout)
-                self.downsample = None
-                if stride != 1 or cin != cout:
-                    self.downsample = nn.HybridSequential(prefix="downsample_")
-                    with self.downsample.name_scope():
-                        self.downsample.add(nn.Conv2D(cout, 1, stride, use_bias=False, in_channels=cin),
-                                            nn.BatchNorm(in_channels=cout))
+                self.downsample = projection(mx, cin, cout, stride)
 
         def hybrid_forward(self, F, x):
             out = F.relu(self.bn1(self.conv1(x)))
@@ -179,12 +185,7 @@ def torchvision_resnet50(mx, classes):
                 self.bn2 = nn.BatchNorm(in_channels=width)
                 self.conv3 = nn.Conv2D(cout, 1, 1, use_bias=False, in_channels=width)
                 self.bn3 = nn.BatchNorm(in_channels=cout)
-                self.downsample = None
-                if stride != 1 or cin != cout:
-                    self.downsample = nn.HybridSequential(prefix="downsample_")
-                    with self.downsample.name_scope():
-                        self.downsample.add(nn.Conv2D(cout, 1, stride, use_bias=False, in_channels=cin),
-                                            nn.BatchNorm(in_channels=cout))
+                self.downsample = projection(mx, cin, cout, stride)
 
         def hybrid_forward(self, F, x):
             out = F.relu(self.bn1(self.conv1(x)))

@@ -34,15 +34,6 @@ std::string run(const std::vector<std::string>& argv, const TempDir& dir, const 
   return out;
 }
 
-// The last "Epoch[e] Validation-accuracy=A" of a log.
-double final_validation(const std::string& log) {
-  static const std::regex re(R"(Validation-accuracy=([0-9.]+))");
-  double last = -1;
-  for (std::sregex_iterator it(log.begin(), log.end(), re), end; it != end; ++it) last = std::stod((*it)[1]);
-  REQUIRE_MESSAGE(last >= 0, "no validation accuracy in:\n" << log);
-  return last;
-}
-
 }  // namespace finetune_app_test
 
 using namespace finetune_app_test;

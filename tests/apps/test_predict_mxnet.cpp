@@ -14,9 +14,8 @@
 //   for ResNet-18/20, < 5e-5 for the 50- and 152-layer nets. Random weights
 //   make these nets sensitive: a 1-ulp change of the f32 input moves their
 //   probabilities by ~1e-5, and MXNet's own f32 forward is printed beside
-//   ember's (ember 1.3e-5 and 1.7e-5 on Gluon-50 and ResNet-152, MXNet's
-//   MKL-DNN 7e-6 and 4e-6, when this was written; ember in f64 agrees with
-//   MXNet in f64 to 1e-14).
+//   ember's (figures: docs/benchmarks.md#mxnet-models; ember in f64 agrees
+//   with MXNet in f64 to 1e-14).
 //   The BEEVA flow: finetune_resnet from the MXNet ResNet-20 checkpoint on
 //   Fashion-MNIST classes 5-9 in one command, --export-mxnet writing the
 //   result back; the fine-tuned model must learn (validation >= 0.85), and
@@ -31,7 +30,6 @@
 #include <map>
 #include <memory>
 #include <numeric>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -145,14 +143,6 @@ void check_same(const std::string& what, const std::vector<double>& ember, const
   const int top = int(std::max_element(ember.begin(), ember.end()) - ember.begin());
   MESSAGE(what << ": max |dp| " << d << " (bound " << bound << context << "), top class " << top << " p "
                << ember[size_t(top)]);
-}
-
-double final_validation(const std::string& log) {
-  static const std::regex re(R"(Validation-accuracy=([0-9.]+))");
-  double last = -1;
-  for (std::sregex_iterator it(log.begin(), log.end(), re), end; it != end; ++it) last = std::stod((*it)[1]);
-  REQUIRE_MESSAGE(last >= 0, "no validation accuracy in:\n" << log);
-  return last;
 }
 
 }  // namespace predict_mxnet_test

@@ -35,6 +35,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -332,6 +333,15 @@ inline int run_command(const std::vector<std::string>& argv, double seconds, con
   if (!done) p.kill_all();
   if (output) *output = p.out() + p.err() + (done ? "" : "\n(killed after " + std::to_string(seconds) + " s)");
   return done ? p.exit_code() : -SIGKILL;
+}
+
+// The last "Validation-accuracy=A" a training program printed (REQUIREs one).
+inline double final_validation(const std::string& log) {
+  static const std::regex re(R"(Validation-accuracy=([0-9.]+))");
+  double last = -1;
+  for (std::sregex_iterator it(log.begin(), log.end(), re), end; it != end; ++it) last = std::stod((*it)[1]);
+  REQUIRE_MESSAGE(last >= 0, "no validation accuracy in:\n" << log);
+  return last;
 }
 
 }  // namespace ember::testing::process
