@@ -18,6 +18,11 @@
 #              MXNET_API=module: the Module API)
 #   resnet50   the same for ResNet-50 (torchvision's structure in all three),
 #              224x224x3, batch 16, 6 timed steps after 3 warm-up steps
+#              PRECISION=bf16: both in mixed precision: train_resnet
+#              --precision bf16 against PyTorch's CPU autocast to bf16
+#              (torch_ref.py --autocast bf16) and MXNet's AMP to bf16
+#              (mxnet_ref.py --amp bf16), with PyTorch and MXNet in fp32 in
+#              the same rounds (each yardstick's faster mode counts)
 #   loader     decode + random-resized-crop to SIZE (224) + flip, batches of
 #              64, at each of LOADER_THREADS ("1 2") threads, over PHOTOS (a
 #              folder of class folders of JPEGs; default: 2000 photo-like
@@ -41,7 +46,8 @@
 #
 # Environment: ROUNDS, FASHION_ROUNDS, BUILD (default build), REFS (default
 # .refs), WORK (logs and data, default /tmp/ember_bench_vs_refs), PHOTOS,
-# LOADER_THREADS, SIZE, MXNET_API (gluon|module).
+# LOADER_THREADS, SIZE, MXNET_API (gluon|module), PRECISION (fp32|bf16: the
+# training workloads).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 rounds=${ROUNDS:-3}
@@ -52,6 +58,7 @@ refs=$(abs_dir "${REFS:-.refs}")
 work=${WORK:-/tmp/ember_bench_vs_refs}
 size=${SIZE:-224}
 mxnet_api=${MXNET_API:-gluon}
+precision=${PRECISION:-fp32}
 torch_py=$refs/torch/bin/python
 mxnet_py=$refs/mxnet/bin/python
 say() { echo "bench_vs_refs: $*" >&2; }
@@ -59,6 +66,8 @@ say() { echo "bench_vs_refs: $*" >&2; }
 [ -x "$build/train_resnet" ] || { say "$build/train_resnet is missing: run make first"; exit 1; }
 [ -x "$mxnet_py" ] || { say "$mxnet_py is missing: make refs builds it"; exit 1; }
 [ -x "$torch_py" ] || { say "$torch_py is missing: make refs-torch builds it"; exit 1; }
+case $precision in fp32 | bf16) ;; *) say "PRECISION=$precision: expected fp32 or bf16"; exit 1 ;; esac
+[ "$precision" = fp32 ] || [ "$mxnet_api" = gluon ] || { say "PRECISION=bf16 needs MXNET_API=gluon (MXNet's AMP)"; exit 1; }
 [[ "$rounds" =~ ^[1-9][0-9]*$ && "$fashion_rounds" =~ ^[1-9][0-9]*$ ]] || { say "ROUNDS and FASHION_ROUNDS are positive counts"; exit 1; }
 workloads=("$@")
 [ ${#workloads[@]} -gt 0 ] || workloads=(resnet20 resnet50 loader)
@@ -121,17 +130,26 @@ for w in "${workloads[@]}"; do
   case $w in
     resnet20 | resnet50)
       if [ "$w" = resnet20 ]; then
-        eflags=(--benchmark 1 --num-layers 20 --batch-size 128 --num-batches 20 --disp-batches 5 --precision fp32)
+        eflags=(--benchmark 1 --num-layers 20 --batch-size 128 --num-batches 20 --disp-batches 5 --precision "$precision")
         rflags=(--model resnet20 --batch 128 --size 28)
       else
-        eflags=(--benchmark 1 --num-layers 50 --image-shape "3,224,224" --batch-size 16 --num-batches 6 --disp-batches 2 --precision fp32)
+        eflags=(--benchmark 1 --num-layers 50 --image-shape "3,224,224" --batch-size 16 --num-batches 6 --disp-batches 2 --precision "$precision")
         rflags=(--model resnet50_224 --batch 16 --size 224 --steps 6 --warmup 3)
       fi
       names=(ember PyTorch MXNet) patterns=("$ember_pat" "$ref_pat" "$ref_pat")
       cmd_0=("$build/train_resnet" "${eflags[@]}" --threads 2)
       cmd_1=("$torch_py" "$root/scripts/torch_ref.py" throughput "${rflags[@]}" --threads 2)
       cmd_2=("$mxnet_py" "$root/scripts/refs/mxnet_ref.py" throughput "${rflags[@]}" --threads 2 --api "$mxnet_api")
-      compare "$w training" img/s "$rounds"
+      if [ "$precision" = bf16 ]; then
+        tag=$w.bf16
+        names=(ember-bf16 PyTorch-bf16 MXNet-bf16 PyTorch MXNet)
+        patterns=("$ember_pat" "$ref_pat" "$ref_pat" "$ref_pat" "$ref_pat")
+        cmd_3=("${cmd_1[@]}") cmd_4=("${cmd_2[@]}")
+        cmd_1+=(--autocast bf16) cmd_2+=(--amp bf16)
+      fi
+      title="$w training"
+      [ "$precision" = fp32 ] || title+=" in $precision"
+      compare "$title" img/s "$rounds"
       ;;
     loader)
       photos=${PHOTOS:-$work/photos}

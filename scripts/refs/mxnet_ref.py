@@ -5,7 +5,7 @@ with the reference environment's Python (make refs: .refs/mxnet/bin/python).
 
     python scripts/refs/mxnet_ref.py throughput [--model resnet20|resnet50_224] [--batch N] [--size S]
                                                 [--steps 20] [--warmup 3] [--threads 2] [--api gluon|module]
-                                                [--profile N]
+                                                [--amp none|bf16] [--profile N]
     python scripts/refs/mxnet_ref.py loader --rec X.rec --idx X.idx [--size 224] [--batch 64] [--threads T]
                                             [--batches 50] [--warmup-batches 5] [--iter-ctx cpu|gpu]
     python scripts/refs/mxnet_ref.py pack --folder DIR --prefix P
@@ -39,6 +39,14 @@ throughput: training img/s, the workloads of scripts/torch_ref.py's throughput
             SoftmaxOutput, bound by mx.mod.Module with the same SGD
             (rescale_grad 1/batch), forward_backward + update, starting
             from the Gluon block's initial weights.
+  amp       bf16 (--api gluon only): MXNet's automatic mixed precision,
+            mx.contrib.amp.init(target_dtype='bfloat16') before the network
+            is built, so that Convolution and FullyConnected run in bf16 on
+            oneDNN's avx512_core_bf16 kernels (with casts around them) while
+            BatchNorm, the loss and the fp32 weights stay as AMP's lists say;
+            no loss scaler (amp.init_trainer), which bf16 does not need
+            (fp32's exponent range) and whose overflow check costs a pass over
+            every gradient. The yardstick of `train_resnet --precision bf16`.
   timing    --warmup untimed steps, then --steps timed back to back; MXNet is
             asynchronous, so mx.nd.waitall() before starting and before
             stopping the clock; rate = steps x batch / seconds.
@@ -234,6 +242,9 @@ def throughput(args):
     import numpy as np
     from mxnet import autograd, gluon
 
+    if args.amp == "bf16":  # before the network exists: AMP wraps the operators it will be built from
+        from mxnet.contrib import amp
+        amp.init(target_dtype="bfloat16")
     mx.random.seed(0)
     np.random.seed(0)
     in_channels = 3 if args.model == "resnet50_224" else 1
@@ -284,8 +295,9 @@ def throughput(args):
     seconds, cpu = time.perf_counter() - start, cpu_seconds() - cpu
     log(f"{PROG}: {args.steps} steps in {seconds:.2f} s, the process busy on {cpu / seconds:.2f} cores")
     model = args.model + (f" structure={structure}" if structure else "")
+    precision = "bf16-amp" if args.amp == "bf16" else "fp32"
     print(f"mxnet {mx.__version__} {api} mkldnn={mkldnn_state(mx)} {model} batch={args.batch} size={args.size} "
-          f"threads={args.threads} fp32 train img/s={args.steps * args.batch / seconds:.1f}", flush=True)
+          f"threads={args.threads} {precision} train img/s={args.steps * args.batch / seconds:.1f}", flush=True)
     if args.profile > 0:  # where the time goes, per operator (MXNet's aggregate statistics, on stderr)
         with tempfile.TemporaryDirectory() as d:
             mx.profiler.set_config(profile_all=True, aggregate_stats=True, filename=os.path.join(d, "profile.json"))
@@ -398,6 +410,8 @@ def parse_args(argv):
     t.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     t.add_argument("--threads", type=int, default=2, help="OpenMP threads (OMP_NUM_THREADS, set before import)")
     t.add_argument("--api", choices=["gluon", "module"], default="gluon", help="Gluon + Trainer or mx.mod.Module")
+    t.add_argument("--amp", choices=["none", "bf16"], default="none",
+                   help="bf16: MXNet's AMP with target_dtype bfloat16 (Gluon only)")
     t.add_argument("--profile", type=int, default=0,
                    help="then N more steps under MXNet's profiler: time per operator, on stderr")
     lo = sub.add_parser("loader", help="mx.io.ImageRecordIter img/s with random-resized-crop + mirror")
@@ -423,6 +437,8 @@ def parse_args(argv):
         names = ("batch", "size", "steps", "threads") + (("classes",) if a.classes is not None else ())
         if a.warmup < 0:
             p.error("--warmup must be at least 0")
+        if a.amp != "none" and a.api != "gluon":
+            p.error("--amp bf16 needs --api gluon (MXNet's AMP trains through gluon.Trainer)")
     elif a.what == "loader":
         names = ("size", "batch", "threads", "batches")
         if a.warmup_batches < 0:

@@ -389,8 +389,16 @@ TEST_CASE("conv algorithms: the heuristic takes Winograd for 3x3 stride-1 layers
   CHECK(cpu::conv_algo_for(ConvPass::forward, eight, DType::f32) != ConvAlgo::winograd);
   set_num_threads(2);
   CHECK(cpu::conv_algo_for(ConvPass::forward, eight, DType::f32) == ConvAlgo::winograd);
-  if (cpu::bf16_conv_kernels())  // the bf16 window tiles outrun it where they run
+  if (cpu::bf16_conv_kernels()) {  // the bf16 window tiles outrun it where they run
     CHECK(cpu::conv_algo_for(ConvPass::forward, wide, DType::bf16) == ConvAlgo::window);
+    // ... but not in strided backward data, which they run in f32 through
+    // phases: there the GEMM lowering from 256 channels, as in f32.
+    const Conv2dGeometry strided512 = make_conv2d_geometry(16, 512, 14, 14, 512, 3, 3, 2, 2, 1, 1);
+    const Conv2dGeometry strided128 = make_conv2d_geometry(16, 128, 56, 56, 128, 3, 3, 2, 2, 1, 1);
+    CHECK(cpu::conv_algo_for(ConvPass::backward_data, strided512, DType::bf16) == ConvAlgo::gemm);
+    CHECK(cpu::conv_algo_for(ConvPass::backward_filter, strided512, DType::bf16) == ConvAlgo::window);
+    CHECK(cpu::conv_algo_for(ConvPass::backward_data, strided128, DType::bf16) == ConvAlgo::window);
+  }
   CHECK(cpu::conv_policy_description() == "heuristic (Winograd for wide 3x3 layers: EMBER_CPU_WINOGRAD=1)");
 
   cpu::set_winograd_rule(cpu::WinogradRule::off);
