@@ -22,7 +22,9 @@
 #              --precision bf16 against PyTorch's CPU autocast to bf16
 #              (torch_ref.py --autocast bf16) and MXNet's AMP to bf16
 #              (mxnet_ref.py --amp bf16), with PyTorch and MXNet in fp32 in
-#              the same rounds (each yardstick's faster mode counts)
+#              the same rounds (each yardstick's faster mode counts); where
+#              MXNet's bf16 cannot run (oneDNN's bf16 convolutions need
+#              AVX-512) the table says so and the rest is measured
 #   loader     decode + random-resized-crop to SIZE (224) + flip, batches of
 #              64, at each of LOADER_THREADS ("1 2") threads, over PHOTOS (a
 #              folder of class folders of JPEGs; default: 2000 photo-like
@@ -83,10 +85,15 @@ source "$root/scripts/bench_common.sh"
 # A comparison: rounds of the commands cmd_<i> named names[i]; pattern[i] finds
 # each one's figure. Prints the runs, medians and ember's ratios (figure
 # "higher is better" unless LOWER_IS_BETTER=1: then yardstick / ember).
+# A yardstick listed in optional[] (indices) that fails is reported as not
+# run, with the last line of its log, and skipped in the later rounds (a
+# mode this CPU or build cannot run: MXNet's bf16 AMP without AVX-512);
+# anything else failing ends the script.
 compare() {
   local title=$1 unit=$2 n_rounds=$3
   local -n names_ref=names patterns_ref=patterns
   local count=${#names_ref[@]} i r figure rss
+  declare -A unavailable=()
   echo
   echo "== $title"
   for ((i = 0; i < count; i++)); do
@@ -98,19 +105,28 @@ compare() {
   for r in $(seq "$n_rounds"); do
     for ((i = 0; i < count; i++)); do
       local -n c="cmd_$i"
-      read -r figure rss < <(one_run "$tag.$r.$i" "${patterns_ref[$i]}" "${c[@]}") || exit 1
+      [ -z "${unavailable[$i]:-}" ] || continue
+      if ! read -r figure rss < <(one_run "$tag.$r.$i" "${patterns_ref[$i]}" "${c[@]}"); then
+        [[ " ${optional[*]:-} " == *" $i "* ]] || exit 1
+        unavailable[$i]=$(grep -v '^[[:space:]]*$' "$work/$tag.$r.$i.log" | tail -n 1)
+        printf '%-6s %-10s %12s %12s\n' "$r" "${names_ref[$i]}" "not run" -
+        continue
+      fi
       figures[$i]="${figures[$i]:-} $figure" memories[$i]="${memories[$i]:-} $rss"
       printf '%-6s %-10s %12s %12s\n' "$r" "${names_ref[$i]}" "$figure" "$rss"
     done
   done
   local medians=() rss_medians=()
   for ((i = 0; i < count; i++)); do
+    [ -z "${unavailable[$i]:-}" ] || continue
     # shellcheck disable=SC2086
     medians[$i]=$(median ${figures[$i]}) rss_medians[$i]=$(median ${memories[$i]})
     printf '%-6s %-10s %12s %12s\n' median "${names_ref[$i]}" "${medians[$i]}" "${rss_medians[$i]}"
   done
   for ((i = 1; i < count; i++)); do
-    if [ "${LOWER_IS_BETTER:-0}" = 1 ]; then
+    if [ -n "${unavailable[$i]:-}" ]; then
+      echo "$title: ${names_ref[0]} / ${names_ref[$i]}: not measured (${names_ref[$i]} did not run: ${unavailable[$i]})"
+    elif [ "${LOWER_IS_BETTER:-0}" = 1 ]; then
       echo "$title: ${names_ref[0]} / ${names_ref[$i]}: speed $(ratio "${medians[$i]}" "${medians[0]}") (time ${medians[0]} vs ${medians[$i]} $unit)"
     else
       echo "$title: ${names_ref[0]} / ${names_ref[$i]}: $unit $(ratio "${medians[0]}" "${medians[$i]}"), peak RSS $(ratio "${rss_medians[0]}" "${rss_medians[$i]}")"
@@ -136,7 +152,7 @@ for w in "${workloads[@]}"; do
         eflags=(--benchmark 1 --num-layers 50 --image-shape "3,224,224" --batch-size 16 --num-batches 6 --disp-batches 2 --precision "$precision")
         rflags=(--model resnet50_224 --batch 16 --size 224 --steps 6 --warmup 3)
       fi
-      names=(ember PyTorch MXNet) patterns=("$ember_pat" "$ref_pat" "$ref_pat")
+      names=(ember PyTorch MXNet) patterns=("$ember_pat" "$ref_pat" "$ref_pat") optional=()
       cmd_0=("$build/train_resnet" "${eflags[@]}" --threads 2)
       cmd_1=("$torch_py" "$root/scripts/torch_ref.py" throughput "${rflags[@]}" --threads 2)
       cmd_2=("$mxnet_py" "$root/scripts/refs/mxnet_ref.py" throughput "${rflags[@]}" --threads 2 --api "$mxnet_api")
@@ -145,7 +161,7 @@ for w in "${workloads[@]}"; do
         names=(ember-bf16 PyTorch-bf16 MXNet-bf16 PyTorch MXNet)
         patterns=("$ember_pat" "$ref_pat" "$ref_pat" "$ref_pat" "$ref_pat")
         cmd_3=("${cmd_1[@]}") cmd_4=("${cmd_2[@]}")
-        cmd_1+=(--autocast bf16) cmd_2+=(--amp bf16)
+        cmd_1+=(--autocast bf16) cmd_2+=(--amp bf16) optional=(2)
       fi
       title="$w training"
       [ "$precision" = fp32 ] || title+=" in $precision"
@@ -160,7 +176,7 @@ for w in "${workloads[@]}"; do
       [ -f "$work/photos_mx.rec" ] || "$mxnet_py" "$root/scripts/refs/mxnet_ref.py" pack --folder "$photos" --prefix "$work/photos_mx" >&2
       for t in ${LOADER_THREADS:-1 2}; do
         tag=loader.t$t
-        names=(ember MXNet PyTorch) patterns=('^Epoch speed: ([0-9.]+).*' '.* img\/s=([0-9.]+).*' '.* img\/s=([0-9.]+).*')
+        names=(ember MXNet PyTorch) optional=() patterns=('^Epoch speed: ([0-9.]+).*' '.* img\/s=([0-9.]+).*' '.* img\/s=([0-9.]+).*')
         cmd_0=("$build/train_resnet" --data-train "$work/photos.erec" --test-io 1 --data-nthreads "$t" --num-epochs 3
                --batch-size 64 --disp-batches 5 --image-shape "3,$size,$size")
         cmd_1=("$mxnet_py" "$root/scripts/refs/mxnet_ref.py" loader --rec "$work/photos_mx.rec" --idx "$work/photos_mx.idx"
@@ -171,7 +187,7 @@ for w in "${workloads[@]}"; do
       ;;
     fashion92)
       recipe=(--num-layers 20 --num-epochs 4 --lr 0.4 --moms 0.95,0.85 --random-crop 0 --target-accuracy 0.92)
-      names=(ember PyTorch) patterns=('^Time to 0\.920: ([0-9.]+) s.*' '^Time to 0\.920: ([0-9.]+) s.*')
+      names=(ember PyTorch) optional=() patterns=('^Time to 0\.920: ([0-9.]+) s.*' '^Time to 0\.920: ([0-9.]+) s.*')
       cmd_0=("$build/train_resnet" --network resnet --dataset fashion-mnist "${recipe[@]}" --threads 2)
       cmd_1=("$torch_py" "$root/scripts/torch_recipe.py" "${recipe[@]}" --threads 2)
       LOWER_IS_BETTER=1 compare "Fashion-MNIST time to 92%" s "$fashion_rounds"

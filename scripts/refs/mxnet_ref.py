@@ -47,7 +47,9 @@ throughput: training img/s, the workloads of scripts/torch_ref.py's throughput
             no loss scaler (amp.init_trainer), which bf16 does not need
             (fp32's exponent range) and whose overflow check costs a pass over
             every gradient. The yardstick of `train_resnet --precision bf16`.
-  timing    --warmup untimed steps, then --steps timed back to back; MXNet is
+  timing    --warmup untimed steps (at least one: the first builds oneDNN's
+            primitives, and a mode this CPU cannot run fails there with
+            one line), then --steps timed back to back; MXNet is
             asynchronous, so mx.nd.waitall() before starting and before
             stopping the clock; rate = steps x batch / seconds.
   threads   MXNet sizes its OpenMP pool (MKL-DNN's and its operators') when it
@@ -285,7 +287,16 @@ def throughput(args):
             mod.forward_backward(batch)
             mod.update()
 
-    for _ in range(args.warmup):
+    try:  # the first step builds oneDNN's primitives: where a mode has none for this CPU, it fails here
+        step()
+        mx.nd.waitall()
+    except mx.base.MXNetError as e:
+        reason = next((line for line in str(e).splitlines() if line.strip()), "no message")
+        if args.amp == "bf16":
+            sys.exit(f"{PROG}: MXNet's bf16 AMP cannot train on this CPU (oneDNN's bf16 convolutions need AVX-512): "
+                     f"{reason}")
+        raise
+    for _ in range(max(args.warmup - 1, 0)):
         step()
     mx.nd.waitall()
     start, cpu = time.perf_counter(), cpu_seconds()
@@ -407,7 +418,7 @@ def parse_args(argv):
     t.add_argument("--size", type=int, help="image side in pixels (default 28; 224 for resnet50_224)")
     t.add_argument("--classes", type=int, help="classes (default 10; 1000 for resnet50_224)")
     t.add_argument("--steps", type=int, default=20, help="timed steps")
-    t.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    t.add_argument("--warmup", type=int, default=3, help="untimed steps first (at least 1 is run)")
     t.add_argument("--threads", type=int, default=2, help="OpenMP threads (OMP_NUM_THREADS, set before import)")
     t.add_argument("--api", choices=["gluon", "module"], default="gluon", help="Gluon + Trainer or mx.mod.Module")
     t.add_argument("--amp", choices=["none", "bf16"], default="none",
