@@ -48,8 +48,8 @@
 #
 # Environment: ROUNDS, FASHION_ROUNDS, BUILD (default build), REFS (default
 # .refs), WORK (logs and data, default /tmp/ember_bench_vs_refs), PHOTOS,
-# LOADER_THREADS, SIZE, MXNET_API (gluon|module), PRECISION (fp32|bf16: the
-# training workloads).
+# LOADER_THREADS, SIZE, MXNET_API (gluon|module), PRECISION (fp32|bf16: for
+# resnet20 and resnet50; fashion92 runs its recipe in fp32).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 rounds=${ROUNDS:-3}
