@@ -42,7 +42,8 @@ throughput: training img/s, the workloads of scripts/torch_ref.py's throughput
   amp       bf16 (--api gluon only): MXNet's automatic mixed precision,
             mx.contrib.amp.init(target_dtype='bfloat16') before the network
             is built, so that Convolution and FullyConnected run in bf16 on
-            oneDNN's avx512_core_bf16 kernels (with casts around them) while
+            oneDNN's bf16 kernels (avx512_core_bf16 on CPUs with AVX512-BF16,
+            emulated on other AVX-512 CPUs; casts around them) while
             BatchNorm, the loss and the fp32 weights stay as AMP's lists say;
             no loss scaler (amp.init_trainer), which bf16 does not need
             (fp32's exponent range) and whose overflow check costs a pass over
