@@ -18,11 +18,6 @@
 namespace ember::net {
 namespace {
 
-bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
-bool ends_with(const std::string& s, const std::string& t) {
-  return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
-}
-
 // A non-negative decimal number filling all of s, else -1.
 int parse_index(const std::string& s) {
   if (s.empty() || s.size() > 6) return -1;
@@ -64,7 +59,7 @@ std::string symbolic_to_ember(const std::string& name) {
   // The layer, then its parameter: the last one or two '_'-separated words.
   for (const char* suffix : {"moving_mean", "moving_var", "gamma", "beta", "weight", "bias"}) {
     const std::string tail = std::string("_") + suffix;
-    if (!ends_with(name, tail)) continue;
+    if (!name.ends_with(tail)) continue;
     const std::string layer = name.substr(0, name.size() - tail.size());
     const BnName* bn = bn_by_mxnet(suffix, false);
     const bool weight = std::string(suffix) == "weight", bias = std::string(suffix) == "bias";
@@ -76,7 +71,7 @@ std::string symbolic_to_ember(const std::string& name) {
     if (layer == "conv0" && weight) return "conv1.weight";
     if ((layer == "fc1" || layer == "fc") && (weight || bias)) return cat("fc.", suffix);
     // stageS_unitU_part
-    if (!starts_with(layer, "stage")) return "";
+    if (!layer.starts_with("stage")) return "";
     const size_t u = layer.find("_unit");
     if (u == std::string::npos) return "";
     const size_t part_at = layer.find('_', u + 1);
@@ -106,7 +101,7 @@ std::optional<EmberName> split_ember_name(const std::string& name) {
   const size_t dot = name.rfind('.');
   if (dot == std::string::npos) return std::nullopt;
   EmberName n{name.substr(0, dot), name.substr(dot + 1), "", 0, -1};
-  if (!starts_with(n.module, "layer")) return n;
+  if (!n.module.starts_with("layer")) return n;
   const size_t d1 = n.module.find('.');
   const size_t d2 = d1 == std::string::npos ? std::string::npos : n.module.find('.', d1 + 1);
   if (d2 == std::string::npos) return std::nullopt;
@@ -159,7 +154,7 @@ std::string gluon_param(const std::string& module, bool is_bn, const std::string
 
 std::string gluon_to_ember(const std::string& name) {
   if (name == "output.weight" || name == "output.bias") return "fc." + name.substr(7);
-  if (!starts_with(name, "features.")) return "";
+  if (!name.starts_with("features.")) return "";
   std::vector<std::string> parts;
   for (size_t at = 0;;) {
     const size_t dot = name.find('.', at);
@@ -246,7 +241,7 @@ void check_symbol(const std::string& symbol_path, const std::set<std::string>& p
     EMBER_CHECK(op && op->is_string() && name && name->is_string(), symbol_path, ": a node without op and name");
     EMBER_CHECK(known_symbol_op(op->as_string()), symbol_path, ": operator ", op->as_string(), " (node ",
                 name->as_string(), ") is not part of MXNet's pre-activation ResNet (resnet.py)");
-    if (op->as_string() == "null" && name->as_string() != "data" && !ends_with(name->as_string(), "_label"))
+    if (op->as_string() == "null" && name->as_string() != "data" && !name->as_string().ends_with("_label"))
       variables.insert(name->as_string());
   }
   std::vector<std::string> missing, extra;
@@ -266,7 +261,7 @@ Tensor to_tensor(const MxnetArray& a) { return Tensor::from_data(a.values.data()
 std::string mxnet_symbol_path(const std::string& params_path) {
   // prefix-EEEE.params
   const std::string tail = ".params";
-  if (!ends_with(params_path, tail) || params_path.size() < tail.size() + 5) return "";
+  if (!params_path.ends_with(tail) || params_path.size() < tail.size() + 5) return "";
   const std::string stem = params_path.substr(0, params_path.size() - tail.size());
   const std::string epoch = stem.substr(stem.size() - 5);
   if (epoch[0] != '-' || parse_index(epoch.substr(1)) < 0) return "";
@@ -279,12 +274,12 @@ SafetensorsFile read_mxnet_resnet(const std::string& path) {
               ": an MXNet parameter file without names (a plain list): nothing says which parameter is which");
   bool gluon = false, symbolic = false;
   for (const MxnetArray& a : arrays) {
-    gluon |= starts_with(a.name, "features.") || starts_with(a.name, "output.");
-    symbolic |= starts_with(a.name, "arg:") || starts_with(a.name, "aux:");
+    gluon |= a.name.starts_with("features.") || a.name.starts_with("output.");
+    symbolic |= a.name.starts_with("arg:") || a.name.starts_with("aux:");
   }
   EMBER_CHECK(!(gluon && symbolic), path, ": mixes Gluon names (features.*) and symbolic ones (arg:/aux:)");
   // Neither: resnet.py names saved without the arg:/aux: prefixes (mx.nd.save of a dict), or not a ResNet at all.
-  const bool exported = arrays.front().name.rfind("resnetv1", 0) == 0;
+  const bool exported = arrays.front().name.starts_with("resnetv1");
   EMBER_CHECK(!exported, path, ": ", arrays.front().name,
               " is a name of a Gluon network's export(): load the file its save_parameters() writes");
   SafetensorsFile out;
@@ -292,7 +287,7 @@ SafetensorsFile read_mxnet_resnet(const std::string& path) {
   std::set<std::string> plain_names;
   for (const MxnetArray& a : arrays) {
     std::string name = a.name;
-    if (starts_with(name, "arg:") || starts_with(name, "aux:")) name = name.substr(4);
+    if (name.starts_with("arg:") || name.starts_with("aux:")) name = name.substr(4);
     plain_names.insert(name);
     const std::string ember_name = gluon ? gluon_to_ember(name) : symbolic_to_ember(name);
     if (ember_name.empty()) {
@@ -391,14 +386,14 @@ MxnetExport write_mxnet_resnet(const SafetensorsFile& checkpoint, const std::str
   std::vector<MxnetArray> arrays;
   std::vector<std::string> unknown;
   for (const auto& [name, t] : checkpoint.tensors) {
-    if (ends_with(name, ".num_batches_tracked")) continue;  // MXNet keeps no such counter
+    if (name.ends_with(".num_batches_tracked")) continue;  // MXNet keeps no such counter
     MxnetArray a;
     a.name = gluon ? ember_to_gluon(name) : ember_to_symbolic(name);
     if (a.name.empty()) {
       unknown.push_back(name);
       continue;
     }
-    if (!gluon && starts_with(name, "fc.")) a.name = cat("arg:", head, "_", name.substr(3));
+    if (!gluon && name.starts_with("fc.")) a.name = cat("arg:", head, "_", name.substr(3));
     const Tensor f = t.dtype() == DType::f32 ? t : ops::cast(t, DType::f32);
     for (int64_t d = 0; d < f.ndim(); ++d) a.shape.push_back(f.shape()[d]);
     a.values.assign(f.data<float>(), f.data<float>() + f.numel());
